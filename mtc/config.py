@@ -1,0 +1,89 @@
+"""From a composed Hydra config to validated, absolute, plain-Python sweep settings."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from mtc.data import LOADERS
+from mtc.methods import check_params, solver_class
+from mtc.tracking import absolute_tracking_uri
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    params: dict
+    grid: dict[str, list]
+
+    def grid_points(self) -> list[dict]:
+        """Every combination of the grid values, each merged over the defaults."""
+        keys = sorted(self.grid)
+        return [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
+
+
+def plain(node) -> dict:
+    """A config node as a plain dict ({} for a missing node)."""
+    return OmegaConf.to_container(node, resolve=True) if node is not None else {}
+
+
+def method_spec(cfg: DictConfig) -> MethodSpec:
+    name = cfg.method.name
+    solver_class(name)
+    params = plain(cfg.method.get("params"))
+    grid = plain(cfg.method.get("grid"))
+    check_params(name, params)
+    check_params(name, grid, what="grid key")
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"method {name!r}: grid values for {key!r} must be a non-empty list, got {values!r}")
+    return MethodSpec(name, params, grid)
+
+
+def data_spec(cfg: DictConfig) -> tuple[str, dict, str | None]:
+    """(dataset name, loader params, absolute data root or None)."""
+    name = cfg.data.name
+    if name not in LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(LOADERS))}")
+    params = plain(cfg.data.get("params"))
+    root = cfg.data.get("root")
+    return name, params, str(Path(root).resolve()) if root else None
+
+
+def point_label(point: dict) -> str:
+    return ",".join(f"{k}={point[k]}" for k in sorted(point)) or "defaults"
+
+
+def trial_list(spec: MethodSpec, repeats: int) -> list[dict]:
+    """Grid x seeds: one entry per trial with a stable key (used to resume)."""
+    if repeats < 1:
+        raise ValueError(f"sweep.repeats must be at least 1, got {repeats}")
+    trials = []
+    for point in spec.grid_points():
+        for seed in range(repeats):
+            label = point_label(point)
+            trials.append({
+                "key": f"{label}|seed={seed}", "label": label, "name": f"{spec.name}[{label}] seed={seed}",
+                "point": point, "params": {**spec.params, **point}, "seed": seed,
+            })
+    return trials
+
+
+def stable_hash(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def tracking_settings(cfg: DictConfig) -> tuple[str, str, str | None]:
+    """(absolute tracking URI, experiment name, absolute artifact root or None)."""
+    base = os.getcwd()
+    uri = absolute_tracking_uri(cfg.mlflow.tracking_uri, base)
+    root = cfg.mlflow.get("artifact_root")
+    if root and "://" not in root:
+        root = str((Path(base) / root).resolve())
+    return uri, cfg.mlflow.experiment, root

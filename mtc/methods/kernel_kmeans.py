@@ -1,0 +1,80 @@
+"""Kernel k-means with a Gaussian kernel (scikit-learn has none).
+
+Distances to cluster means in feature space come from the kernel alone:
+||phi(x_i) - m_c||^2 = K_ii - 2/|c| sum_{j in c} K_ij + 1/|c|^2 sum_{j,l in c} K_jl,
+computed for all (i, c) at once from K H, H the n x k one-hot assignment matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from mtc.methods.base import PerTaskClusterer, SingleFit
+from mtc.similarity import gaussian_affinity
+
+
+def kernel_distances(K: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """n x k squared feature-space distances from every sample to every cluster mean."""
+    n = K.shape[0]
+    H = sp.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, k))
+    sizes = np.asarray(H.sum(axis=0)).ravel()
+    safe = np.maximum(sizes, 1.0)
+    KH = np.asarray(H.T @ K).T  # n x k: sum_{j in c} K_ij
+    within = np.asarray((H.multiply(KH)).sum(axis=0)).ravel()  # sum_{j,l in c} K_jl
+    dist = np.diag(K)[:, None] - 2.0 * KH / safe + within / safe**2
+    dist[:, sizes == 0] = np.inf
+    return dist
+
+
+def kernel_kmeanspp(K: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding in kernel space; returns the initial labels."""
+    diag = np.diag(K)
+    centres = [int(rng.integers(K.shape[0]))]
+    closest = diag - 2 * K[:, centres[0]] + diag[centres[0]]
+    for _ in range(1, k):
+        weights = np.maximum(closest, 0.0)
+        total = weights.sum()
+        nxt = int(rng.choice(K.shape[0], p=weights / total)) if total > 0 else int(rng.integers(K.shape[0]))
+        centres.append(nxt)
+        closest = np.minimum(closest, diag - 2 * K[:, nxt] + diag[nxt])
+    to_centres = diag[:, None] - 2 * K[:, centres] + diag[centres][None, :]
+    return np.argmin(to_centres, axis=1)
+
+
+def kernel_kmeans_lloyd(K, labels, k, max_iter):
+    """Lloyd iterations in kernel space; the objective (sum of distances) never rises."""
+    trace = []
+    for it in range(1, max_iter + 1):
+        dist = kernel_distances(K, labels, k)
+        trace.append(float(dist[np.arange(len(labels)), labels].sum()))
+        new = np.argmin(dist, axis=1)
+        fit = dist[np.arange(len(new)), new]
+        for empty in np.setdiff1d(np.arange(k), new):  # refill an empty cluster with the worst-fit sample
+            worst = np.argmax(fit)
+            new[worst], fit[worst] = empty, -np.inf
+        if np.array_equal(new, labels):
+            return SingleFit(labels, trace, it, True)
+        labels = new
+    return SingleFit(labels, trace, max_iter, False)
+
+
+class KernelKMeans(PerTaskClusterer):
+    """Kernel k-means (KKM) with a Gaussian kernel of bandwidth width * median distance."""
+
+    def __init__(self, n_clusters=2, kernel_width=1.0, n_init=10, max_iter=300, random_state=None):
+        self.n_clusters = n_clusters
+        self.kernel_width = kernel_width
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def _fit_one(self, X, k, rng) -> SingleFit:
+        if self.kernel_width <= 0:
+            raise ValueError(f"kernel_width must be positive, got {self.kernel_width}")
+        K = gaussian_affinity(X.toarray() if sp.issparse(X) else X, self.kernel_width)
+        runs = [
+            kernel_kmeans_lloyd(K, kernel_kmeanspp(K, k, rng), k, self.max_iter)
+            for _ in range(self.n_init)
+        ]
+        return min(runs, key=lambda run: run.trace[-1])

@@ -1,0 +1,141 @@
+"""The sweep: ``python -m mtc.sweep method=snmf data=synthetic``.
+
+Hydra composes the config; the driver resolves every path to absolute, loads the dataset
+once, creates the MLflow parent run and one child run per (grid point, seed) trial, hands
+the dataset to trials through Ray's object store (tune.with_parameters) and runs them with
+Ray Tune. Afterwards it reads every child run back from MLflow, aggregates mean +- std per
+grid point, prints the table for the best grid point (by accuracy, and without labels by
+the final objective), writes it to the output directory and logs it to the parent run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from mtc import tracking
+from mtc.cli import CONF_DIR, exit_on_bad_input, launch
+from mtc.config import data_spec, method_spec, stable_hash, tracking_settings, trial_list
+from mtc.data import load_dataset
+from mtc.report import best_point, grid_csv, report_markdown, summarize
+
+
+def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trials):
+    """One Ray Tune trial: fit, log to its pre-created MLflow child run, report.
+
+    ``config["trial"]`` is the trial key; ``trials`` maps it to the trial (with its run id).
+    """
+    import ray
+    from ray import tune
+    from threadpoolctl import threadpool_limits
+
+    from mtc.trial import run_trial
+
+    trial = trials[config["trial"]]
+    run_id = trial["run_id"]
+    client = tracking.client_for(tracking_uri)
+    cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
+    client.set_tag(run_id, "mtc.node_id", ray.get_runtime_context().get_node_id())
+    try:
+        with threadpool_limits(limits=cpus):
+            outcome = run_trial(dataset, method, trial["params"], trial["seed"])
+        trial_config = {"method": method, "params": trial["params"], "seed": trial["seed"],
+                        "grid_point": trial["point"], "data": data_config}
+        tracking.log_trial(client, run_id, outcome, trial_config, dataset.task_names)
+    except Exception as error:
+        tracking.fail_run(client, run_id, error)
+        raise
+    client.set_terminated(run_id, "FINISHED")
+    tune.report({"acc_mean": outcome.metrics["acc/mean"], "objective_final": outcome.metrics["objective/final"]})
+
+
+def run_trials_on_ray(cfg: DictConfig, dataset, method: str, data_config: dict, trials: dict[str, dict],
+                      tracking_uri: str, storage: Path, name: str) -> None:
+    import ray
+    from ray import tune
+
+    address = cfg.ray.address
+    if address in (None, "local"):
+        ray.init(address="local", num_cpus=cfg.ray.num_cpus, object_store_memory=cfg.ray.object_store_memory,
+                 include_dashboard=False, log_to_driver=True)
+    else:
+        ray.init(address=address)
+    try:
+        trainable = tune.with_parameters(sweep_trainable, dataset=dataset, method=method, data_config=data_config,
+                                         tracking_uri=tracking_uri, trials=trials)
+        trainable = tune.with_resources(trainable, {"cpu": cfg.sweep.cpus_per_trial})
+        tuner = tune.Tuner(
+            trainable,
+            param_space={"trial": tune.grid_search(list(trials))},
+            tune_config=tune.TuneConfig(reuse_actors=True, max_concurrent_trials=cfg.sweep.max_concurrent_trials),
+            run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=cfg.sweep.verbose,
+                                      failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)),
+        )
+        tuner.fit()
+    finally:
+        ray.shutdown()
+
+
+def trial_records(client, experiment_id: str, parent_id: str) -> list[dict]:
+    records = []
+    for run in tracking.find_runs(client, experiment_id, **{tracking.PARENT_TAG: parent_id}):
+        records.append({"point": run.data.tags.get(tracking.POINT_TAG, "?"), "status": run.info.status,
+                        "metrics": run.data.metrics})
+    return records
+
+
+def run_sweep(cfg: DictConfig) -> dict:
+    """Run (or resume) a sweep; returns the report's paths and best-point summaries."""
+    spec = method_spec(cfg)
+    data_name, data_params, data_root = data_spec(cfg)
+    trials = trial_list(spec, int(cfg.sweep.repeats))
+    tracking_uri, experiment, artifact_root = tracking_settings(cfg)
+    name = cfg.sweep.name or f"{spec.name}-{data_name}"
+    output_dir = Path(cfg.output_dir).resolve() / name
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+    dataset = load_dataset(data_name, data_params, data_root)
+    dataset_hash = dataset.content_hash()
+    data_config = OmegaConf.to_container(cfg.data, resolve=True)
+    client = tracking.client_for(tracking_uri)
+    experiment_id = tracking.ensure_experiment(client, experiment, artifact_root)
+    sweep_key = stable_hash(spec.name, spec.params, spec.grid, cfg.sweep.repeats, data_config, dataset_hash)
+    tags = {tracking.DATASET_HASH_TAG: dataset_hash, "mtc.method": spec.name, "mtc.data": data_name}
+    parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, name,
+                                         OmegaConf.to_container(cfg, resolve=True), tags, bool(cfg.sweep.resume))
+    pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, trials, tags)
+    print(f"sweep {name}: {len(trials)} trials ({len(finished)} already finished), MLflow parent run {parent_id}")
+    try:
+        if pending:
+            todo = {t["key"]: {**t, "run_id": pending[t["key"]]} for t in trials if t["key"] in pending}
+            run_trials_on_ray(cfg, dataset, spec.name, data_config, todo, tracking_uri,
+                              output_dir / "ray_results", name)
+    except BaseException:
+        client.set_terminated(parent_id, "KILLED")
+        raise
+
+    summaries = summarize(trial_records(client, experiment_id, parent_id))
+    markdown = report_markdown(f"{spec.name} on {data_name}", summaries, dataset.task_names)
+    (output_dir / "report.md").write_text(markdown)
+    (output_dir / "grid.csv").write_text(grid_csv(summaries))
+    client.log_artifact(parent_id, str(output_dir / "report.md"))
+    client.log_artifact(parent_id, str(output_dir / "grid.csv"))
+    best = {selection: best_point(summaries, selection) for selection in ("acc", "objective")}
+    tracking.log_sweep_summary(client, parent_id, best, failed=sum(s.n_failed for s in summaries))
+    client.set_terminated(parent_id, "FINISHED")
+    print(markdown)
+    print(f"report: {output_dir / 'report.md'}\nMLflow: mlflow ui --backend-store-uri {tracking_uri}")
+    return {"parent_run_id": parent_id, "output_dir": str(output_dir), "summaries": summaries, "best": best,
+            "tracking_uri": tracking_uri, "experiment_id": experiment_id}
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+@exit_on_bad_input
+def main(cfg: DictConfig) -> None:
+    run_sweep(cfg)
+
+
+if __name__ == "__main__":
+    launch(main)

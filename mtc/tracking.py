@@ -1,0 +1,166 @@
+"""MLflow tracking: one parent run per sweep, one child run per trial.
+
+The driver creates the experiment, the parent run and every child run before any trial
+starts (concurrent creation of a fresh SQLite store races, see STACK_NOTES.md); trials only
+log into the child run whose id they are given. A finished child run is never re-created,
+which is how an interrupted sweep resumes without duplicating runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+PARENT_TAG = "mlflow.parentRunId"
+SWEEP_KEY_TAG = "mtc.sweep_key"
+TRIAL_KEY_TAG = "mtc.trial_key"
+POINT_TAG = "mtc.point"
+DATASET_HASH_TAG = "mtc.dataset_hash"
+
+
+def client_for(tracking_uri: str):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def absolute_tracking_uri(uri: str, base_dir: str) -> str:
+    """Make a sqlite:/// or plain-path tracking URI absolute against base_dir; keep servers."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str((Path(base_dir) / uri[len("sqlite:///"):]).resolve())
+    if "://" not in uri and not uri.startswith("sqlite:"):
+        return str((Path(base_dir) / uri).resolve())
+    return uri
+
+
+def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
+    """The experiment's id, creating it (with an absolute local artifact root) if needed."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    location = None
+    if artifact_root:
+        location = Path(artifact_root).resolve().as_uri() if "://" not in artifact_root else artifact_root
+    return client.create_experiment(name, artifact_location=location)
+
+
+def flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
+    """Nested dict -> {"a.b.c": "value"} with values as MLflow param strings."""
+    flat = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+    return flat
+
+
+def find_runs(client, experiment_id: str, **tags) -> list:
+    """Active runs of the experiment whose tags equal the given values."""
+    clauses = " and ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items())
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=clauses, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def open_parent_run(client, experiment_id: str, sweep_key: str, run_name: str, params: dict,
+                    tags: dict, resume: bool) -> str:
+    """The parent run of this sweep: the existing one when resuming, else a new one."""
+    if resume:
+        existing = find_runs(client, experiment_id, **{SWEEP_KEY_TAG: sweep_key})
+        if existing:
+            run_id = existing[0].info.run_id
+            client.update_run(run_id, status="RUNNING")
+            return run_id
+    run = client.create_run(experiment_id, run_name=run_name, tags={SWEEP_KEY_TAG: sweep_key, **tags})
+    log_params(client, run.info.run_id, params)
+    return run.info.run_id
+
+
+def prepare_child_runs(client, experiment_id: str, parent_id: str, trials: list[dict], tags: dict):
+    """Return ({trial_key: run_id} of trials still to run, [finished child runs]).
+
+    Finished children are kept; unfinished ones (a crash or an interrupt left them
+    RUNNING/FAILED) are deleted and created again so that every trial has exactly one run.
+    """
+    children = {run.data.tags.get(TRIAL_KEY_TAG): run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})}
+    finished = [run for run in children.values() if run.info.status == "FINISHED"]
+    done = {run.data.tags.get(TRIAL_KEY_TAG) for run in finished}
+    pending = {}
+    for trial in trials:
+        key = trial["key"]
+        if key in done:
+            continue
+        if key in children:
+            client.delete_run(children[key].info.run_id)
+        run = client.create_run(
+            experiment_id, run_name=trial["name"],
+            tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: key, POINT_TAG: trial["label"], **tags},
+        )
+        pending[key] = run.info.run_id
+    return pending, finished
+
+
+def log_params(client, run_id: str, params: dict) -> None:
+    from mlflow.entities import Param
+
+    client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in flatten(params).items()])
+
+
+def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list[str]) -> None:
+    """Params, metrics, the objective trace (with step), labels, config, plots."""
+    import mlflow.entities as entities
+
+    from mtc.plots import convergence_plot, heatmap
+
+    now = int(time.time() * 1000)
+    metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
+    metrics += [entities.Metric("objective", float(v), now, step) for step, v in enumerate(outcome.objective_trace)]
+    client.log_batch(
+        run_id, metrics=metrics,
+        params=[entities.Param(k, v[:6000]) for k, v in flatten(trial_config).items()],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez_compressed(os.path.join(tmp, "labels.npz"), **dict(zip(task_names, outcome.labels)))
+        Path(tmp, "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
+        np.savetxt(os.path.join(tmp, "objective_trace.csv"), outcome.objective_trace, delimiter=",")
+        convergence_plot(outcome.objective_trace, os.path.join(tmp, "convergence.png"),
+                         f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
+        for name, matrix in outcome.relatedness.items():
+            np.save(os.path.join(tmp, f"{name}.npy"), matrix)
+            np.savetxt(os.path.join(tmp, f"{name}.csv"), matrix, delimiter=",")
+            heatmap(matrix, os.path.join(tmp, f"{name}.png"), name)
+        client.log_artifacts(run_id, tmp)
+
+
+def log_sweep_summary(client, parent_id: str, best: dict, failed: int) -> None:
+    """Best-point means as parent metrics ("best_by_<selection>/<metric>/mean"), points as tags."""
+    from mlflow.entities import Metric, RunTag
+
+    now = int(time.time() * 1000)
+    metrics = [Metric("failed_trials", float(failed), now, 0)]
+    tags = []
+    for selection, summary in best.items():
+        metrics += [Metric(f"best_by_{selection}/{key}", value, now, 0)
+                    for key, value in summary.mean.items() if key.endswith("/mean")]
+        tags.append(RunTag(f"mtc.best_by_{selection}", summary.point))
+    client.log_batch(parent_id, metrics=metrics, tags=tags)
+
+
+def fail_run(client, run_id: str, error: BaseException) -> None:
+    """Record a trial's error on its run and mark it FAILED."""
+    text = "".join(traceback.format_exception(error))
+    client.set_tag(run_id, "mtc.error", f"{type(error).__name__}: {error}"[:5000])
+    client.log_text(run_id, text, "error.txt")
+    client.set_terminated(run_id, "FAILED")

@@ -1,0 +1,49 @@
+"""One trial: fit a solver on a dataset with one (parameters, seed) and score every task."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from mtc.methods import build_solver
+from mtc.metrics import METRIC_NAMES, score_task
+from mtc.tasks import MultiTaskDataset
+
+
+@dataclass
+class TrialOutcome:
+    metrics: dict[str, float]  # "<metric>/<task>", "<metric>/mean", "objective/final", ...
+    objective_trace: np.ndarray
+    labels: list[np.ndarray]
+    relatedness: dict[str, np.ndarray]
+    converged: bool
+
+
+def task_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray]) -> dict[str, float]:
+    """Per-task scores keyed "<metric>/<task>" plus their means over tasks "<metric>/mean"."""
+    per_task = [score_task(task.y, pred) for task, pred in zip(dataset.tasks, labels)]
+    metrics = {}
+    for name in METRIC_NAMES:
+        for task, scores in zip(dataset.tasks, per_task):
+            metrics[f"{name}/{task.name}"] = scores[name]
+        metrics[f"{name}/mean"] = float(np.mean([scores[name] for scores in per_task]))
+    return metrics
+
+
+def run_trial(dataset: MultiTaskDataset, method: str, params: dict, seed: int) -> TrialOutcome:
+    solver = build_solver(method, params, n_clusters=dataset.n_clusters, random_state=seed)
+    start = time.perf_counter()
+    solver.fit(dataset.matrices)
+    fit_seconds = time.perf_counter() - start
+    trace = np.asarray(solver.objective_trace_, dtype=float)
+    metrics = task_metrics(dataset, solver.labels_)
+    metrics.update({
+        "objective/final": float(trace[-1]),
+        "n_iter": float(solver.n_iter_),
+        "converged": float(solver.converged_),
+        "fit_seconds": fit_seconds,
+    })
+    return TrialOutcome(metrics, trace, [np.asarray(l) for l in solver.labels_],
+                        solver.relatedness(), bool(solver.converged_))
