@@ -52,7 +52,10 @@ def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trial
 
 
 def run_trials_on_ray(cfg: DictConfig, dataset, method: str, data_config: dict, trials: dict[str, dict],
-                      tracking_uri: str, storage: Path, name: str) -> None:
+                      tracking_uri: str, storage: Path, name: str) -> float:
+    """Run the trials; returns the wall seconds of the Tuner (Ray start-up excluded)."""
+    import time
+
     import ray
     from ray import tune
 
@@ -73,7 +76,9 @@ def run_trials_on_ray(cfg: DictConfig, dataset, method: str, data_config: dict, 
             run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=cfg.sweep.verbose,
                                       failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)),
         )
+        start = time.perf_counter()
         tuner.fit()
+        return time.perf_counter() - start
     finally:
         ray.shutdown()
 
@@ -107,11 +112,12 @@ def run_sweep(cfg: DictConfig) -> dict:
                                          OmegaConf.to_container(cfg, resolve=True), tags, bool(cfg.sweep.resume))
     pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, trials, tags)
     print(f"sweep {name}: {len(trials)} trials ({len(finished)} already finished), MLflow parent run {parent_id}")
+    tuner_seconds = 0.0
     try:
         if pending:
             todo = {t["key"]: {**t, "run_id": pending[t["key"]]} for t in trials if t["key"] in pending}
-            run_trials_on_ray(cfg, dataset, spec.name, data_config, todo, tracking_uri,
-                              output_dir / "ray_results", name)
+            tuner_seconds = run_trials_on_ray(cfg, dataset, spec.name, data_config, todo, tracking_uri,
+                                              output_dir / "ray_results", name)
     except BaseException:
         client.set_terminated(parent_id, "KILLED")
         raise
@@ -128,7 +134,8 @@ def run_sweep(cfg: DictConfig) -> dict:
     print(markdown)
     print(f"report: {output_dir / 'report.md'}\nMLflow: mlflow ui --backend-store-uri {tracking_uri}")
     return {"parent_run_id": parent_id, "output_dir": str(output_dir), "summaries": summaries, "best": best,
-            "tracking_uri": tracking_uri, "experiment_id": experiment_id}
+            "tracking_uri": tracking_uri, "experiment_id": experiment_id,
+            "trials_run": len(pending), "tuner_seconds": tuner_seconds}
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

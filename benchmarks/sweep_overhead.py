@@ -1,0 +1,74 @@
+"""Sweep overhead: wall time per trial beyond the fit itself, and how busy the CPUs are.
+
+    python benchmarks/sweep_overhead.py [n_trials]
+
+Runs k-means (n_init=1) on a tiny synthetic dataset as a grid of n_trials trials on local
+Ray with all CPUs, then prints: Tuner wall time (Ray start-up excluded), the summed fit time
+read back from MLflow, the overhead per trial = (wall x CPUs - summed fit) / n_trials, and
+the machine's CPU utilisation during the Tuner (from /proc/stat).
+"""
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from mtc import tracking
+from mtc.cli import CONF_DIR
+from mtc.sweep import run_sweep
+
+
+def cpu_times():
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def main(n_trials: int = 40):
+    tmp = Path(tempfile.mkdtemp(prefix="mtc-bench-"))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            f"output_dir={tmp}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
+            f"mlflow.artifact_root={tmp / 'artifacts'}", "sweep.verbose=0", "method=kmeans",
+            "method.params.n_init=1", f"++method.grid.max_iter=[{','.join(str(300 + i) for i in range(n_trials))}]",
+            "sweep.repeats=1", "data.params.n_tasks=2", "data.params.samples_per_cluster=20",
+        ])
+    samples = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append((time.perf_counter(), *cpu_times()))
+            time.sleep(0.5)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    result = run_sweep(cfg)
+    stop.set()
+    sampler.join()
+    client = tracking.client_for(result["tracking_uri"])
+    runs = tracking.find_runs(client, result["experiment_id"], **{tracking.PARENT_TAG: result["parent_run_id"]})
+    fit_total = sum(run.data.metrics["fit_seconds"] for run in runs)
+    cpus = os.cpu_count()
+    wall = result["tuner_seconds"]
+    # utilisation over the busiest window as long as the Tuner ran
+    best = 0.0
+    for i, (t0, busy0, total0) in enumerate(samples):
+        for t1, busy1, total1 in samples[i + 1:]:
+            if t1 - t0 >= 0.8 * wall:
+                best = max(best, (busy1 - busy0) / max(total1 - total0, 1))
+                break
+    print(f"trials: {result['trials_run']}  CPUs: {cpus}")
+    print(f"Tuner wall time (Ray start-up excluded): {wall:.2f} s")
+    print(f"summed fit time: {fit_total:.2f} s (mean {fit_total / len(runs):.3f} s per trial)")
+    print(f"overhead per trial beyond the fit: {(wall * cpus - fit_total) / len(runs):.3f} s of a CPU "
+          f"({(wall - fit_total / cpus) / len(runs):.3f} s of wall time)")
+    print(f"CPU utilisation while trials ran: {100 * best:.0f}%")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)

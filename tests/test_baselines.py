@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mtc.data.synthetic import make_synthetic
+from mtc.methods import METHODS, KernelKMeans, SymmetricNMF
+from mtc.methods.snmf import snmf
+from mtc.metrics import accuracy
+from mtc.similarity import cosine_affinity
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=30, seed=1)
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_baseline_recovers_planted_clusters(name, planted):
+    solver = METHODS[name](n_clusters=planted.n_clusters, random_state=0).fit(planted.matrices)
+    assert len(solver.labels_) == 2
+    for task, labels in zip(planted.tasks, solver.labels_):
+        assert labels.shape == (task.n_samples,)
+        if not name.startswith("a_"):  # pooled variants merge private clusters across tasks
+            assert accuracy(task.y, labels) == 1.0
+    assert np.isfinite(solver.objective_trace_).all() and solver.n_iter_ >= 1
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_solvers_are_deterministic_given_random_state(name, planted):
+    a = METHODS[name](n_clusters=3, random_state=7).fit(planted.matrices)
+    b = METHODS[name](n_clusters=3, random_state=7).fit(planted.matrices)
+    for la, lb in zip(a.labels_, b.labels_):
+        np.testing.assert_array_equal(la, lb)
+    np.testing.assert_allclose(a.objective_trace_, b.objective_trace_)
+
+
+def test_pooled_kmeans_puts_shared_clusters_together(planted):
+    solver = METHODS["a_kmeans"](n_clusters=3, random_state=0).fit(planted.matrices)
+    shared = [labels[task.y == 0] for task, labels in zip(planted.tasks, solver.labels_)]
+    assert len(set(np.concatenate(shared))) == 1  # the shared cluster gets one pooled label
+
+
+def test_kernel_kmeans_objective_never_rises(planted):
+    noisy = make_synthetic(n_tasks=1, n_clusters=4, n_shared=0, separation=0.6, seed=3)
+    solver = KernelKMeans(n_clusters=4, n_init=1, random_state=0).fit(noisy.matrices)
+    trace = solver.task_objective_traces_[0]
+    assert len(trace) > 2
+    assert np.all(np.diff(trace) <= 1e-9 * abs(trace[0]))
+
+
+@pytest.fixture(scope="module")
+def overlapping_affinity():
+    data = make_synthetic(n_tasks=1, n_clusters=4, n_shared=0, separation=0.8, seed=2)
+    return cosine_affinity(data.matrices[0]), np.random.default_rng(0).random((200, 4)) + 0.2
+
+
+def test_snmf_monotone_rules_never_rise(overlapping_affinity):
+    M, Y0 = overlapping_affinity
+    for rule in ("quarter", "damped"):
+        Y, fit = snmf(M, Y0, update=rule, tol=0, max_iter=200)
+        assert (Y >= 0).all()
+        assert np.all(np.diff(fit.trace) <= 1e-9 * fit.trace[0]), rule
+    # the objective is computed without forming YY^T: check it against the definition
+    assert fit.trace[-1] == pytest.approx(np.linalg.norm(M - Y @ Y.T) ** 2, rel=1e-9)
+
+
+def test_plain_update_as_printed_oscillates_and_the_literal_rule_stops_at_the_rise(overlapping_affinity):
+    M, Y0 = overlapping_affinity
+    _, plain = snmf(M, Y0, update="plain", tol=1e-6, max_iter=50)
+    rises = np.flatnonzero(np.diff(plain.trace) > 0)
+    assert rises.size >= 10  # DESIGN.md "Numerics": not a descent method
+    _, literal = snmf(M, Y0, update="plain", stopping="decrease", tol=1.0, max_iter=50)
+    assert literal.n_iter == rises[0] + 1 and literal.converged
+    _, robust = snmf(M, Y0, update="sqrt", stopping="relative", tol=1e-6, max_iter=500)
+    assert robust.trace[-1] < 0.01 * robust.trace[0] and robust.trace[-1] < min(plain.trace)
+
+
+def test_sparse_input_matches_dense(planted):
+    dense = SymmetricNMF(n_clusters=3, random_state=0).fit([np.abs(X) for X in planted.matrices])
+    sparse = SymmetricNMF(n_clusters=3, random_state=0).fit([sp.csr_matrix(np.abs(X)) for X in planted.matrices])
+    for a, b in zip(dense.labels_, sparse.labels_):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "tasks, n_clusters, message",
+    [
+        ([np.ones((5, 3)), np.ones((5, 4))], 2, r"ragged feature dimensions across tasks: \[3, 4\]"),
+        ([np.ones((5, 3)), np.full((5, 3), np.nan)], 2, "task 1: data contains NaN"),
+        ([np.ones((5, 3)), np.full((5, 3), np.inf)], 2, "task 1: data contains NaN or infinite"),
+        ([np.ones((2, 3))], 3, "task 0: 2 samples is fewer than n_clusters=3"),
+        ([np.ones((5, 3))], [2, 2], "n_clusters has 2 entries but there are 1 tasks"),
+        ([], 2, "tasks is empty"),
+        (np.ones((5, 3)), 2, "tasks must be a list"),
+        ([np.ones(5)], 2, "task 0: expected a 2-D matrix"),
+    ],
+)
+def test_bad_input_is_rejected_with_a_specific_error(tasks, n_clusters, message):
+    with pytest.raises(ValueError, match=message):
+        METHODS["kmeans"](n_clusters=n_clusters).fit(tasks)
+
+
+def test_unknown_solver_options_are_rejected(planted):
+    with pytest.raises(ValueError, match="unknown SNMF update 'cube'"):
+        SymmetricNMF(n_clusters=3, update="cube").fit(planted.matrices)
+    with pytest.raises(ValueError, match="unknown affinity 'dot'"):
+        SymmetricNMF(n_clusters=3, affinity="dot").fit(planted.matrices)
+    with pytest.raises(ValueError, match="unknown stopping rule"):
+        SymmetricNMF(n_clusters=3, stopping="never").fit(planted.matrices)
+    with pytest.raises(ValueError, match="kernel_width must be positive"):
+        KernelKMeans(n_clusters=3, kernel_width=0).fit(planted.matrices)

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from mtc.metrics import accuracy, nmi, purity, score_task
+
+
+def test_permuted_labels_score_perfectly():
+    y = np.array([0, 0, 1, 1, 2, 2])
+    scores = score_task(y, np.array([2, 2, 0, 0, 1, 1]))
+    assert scores == pytest.approx({"acc": 1.0, "nmi": 1.0, "nmi_max": 1.0, "ari": 1.0, "purity": 1.0})
+
+
+def test_accuracy_and_purity_by_hand():
+    y = np.array([0, 0, 0, 1, 1, 1])
+    pred = np.array([0, 0, 1, 1, 1, 1])  # cluster 1 holds one sample of class 0
+    assert accuracy(y, pred) == pytest.approx(5 / 6)
+    assert purity(y, pred) == pytest.approx(5 / 6)
+    # one cluster for everything: purity 1/2; Hungarian accuracy 1/2 as well
+    assert purity(y, np.zeros(6, int)) == pytest.approx(0.5)
+    assert accuracy(y, np.zeros(6, int)) == pytest.approx(0.5)
+
+
+def test_purity_exceeds_accuracy_when_clusters_split_a_class():
+    y = np.array([0, 0, 0, 0, 1, 1])
+    pred = np.array([0, 0, 1, 1, 2, 2])
+    assert purity(y, pred) == pytest.approx(1.0)
+    assert accuracy(y, pred) == pytest.approx(4 / 6)
+
+
+def test_nmi_normalisations_by_hand():
+    # C = {0,0,1,1}, K = {0,0,0,1}: H(C) = ln 2, H(K) = H(1/4, 3/4), I = H(C) - H(C|K)
+    y = np.array([0, 0, 1, 1])
+    pred = np.array([0, 0, 0, 1])
+    h_c = np.log(2)
+    h_k = -(0.25 * np.log(0.25) + 0.75 * np.log(0.75))
+    h_c_given_k = 0.75 * -(2 / 3 * np.log(2 / 3) + 1 / 3 * np.log(1 / 3))
+    mi = h_c - h_c_given_k
+    assert nmi(y, pred, "max") == pytest.approx(mi / max(h_c, h_k))
+    assert nmi(y, pred, "arithmetic") == pytest.approx(mi / ((h_c + h_k) / 2))
+    assert nmi(y, pred, "max") < nmi(y, pred, "arithmetic")
+
+
+def test_bad_label_arrays_are_rejected():
+    with pytest.raises(ValueError, match="equal length"):
+        score_task(np.zeros(3, int), np.zeros(4, int))
+    with pytest.raises(ValueError, match="empty"):
+        accuracy(np.array([], int), np.array([], int))
