@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from mtc.data import LOADERS
+from mtc.data import BUILDER_NAMES
 from mtc.methods import check_params, solver_class
 from mtc.tracking import absolute_tracking_uri
 
@@ -46,14 +46,30 @@ def method_spec(cfg: DictConfig) -> MethodSpec:
     return MethodSpec(name, params, grid)
 
 
-def data_spec(cfg: DictConfig) -> tuple[str, dict, str | None]:
-    """(dataset name, loader params, absolute data root or None)."""
-    name = cfg.data.name
-    if name not in LOADERS:
-        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(LOADERS))}")
-    params = plain(cfg.data.get("params"))
-    root = cfg.data.get("root")
-    return name, params, str(Path(root).resolve()) if root else None
+@dataclass(frozen=True)
+class DataSpec:
+    """What load_dataset needs, with the data root and cache directory made absolute."""
+
+    name: str
+    builder: str
+    params: dict
+    root: str | None
+    cache_dir: str | None
+
+    def load(self):
+        from mtc.data import load_dataset
+
+        return load_dataset(self.name, self.builder, self.params, self.root, self.cache_dir)
+
+
+def data_spec(cfg: DictConfig) -> DataSpec:
+    builder = cfg.data.get("builder") or cfg.data.name
+    if builder not in BUILDER_NAMES:
+        raise ValueError(f"unknown dataset {cfg.data.name!r} (builder {builder!r}); "
+                         f"known builders: {', '.join(BUILDER_NAMES)}")
+    absolute = {key: str(Path(cfg.data[key]).expanduser().resolve()) if cfg.data.get(key) else None
+                for key in ("root", "cache_dir")}
+    return DataSpec(cfg.data.name, builder, plain(cfg.data.get("params")), **absolute)
 
 
 def point_label(point: dict) -> str:

@@ -10,7 +10,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from mtc.cli import CONF_DIR, exit_on_bad_input, launch
 from mtc.config import data_spec, method_spec, tracking_settings
-from mtc.data import load_dataset
 from mtc.trial import run_trial
 
 
@@ -18,15 +17,15 @@ def run_once(cfg: DictConfig) -> dict[str, float]:
     from mtc import tracking
 
     spec = method_spec(cfg)
-    data_name, data_params, root = data_spec(cfg)
-    dataset = load_dataset(data_name, data_params, root)
+    data = data_spec(cfg)
+    dataset = data.load()
     seed = int(cfg.seed)
     outcome = run_trial(dataset, spec.name, spec.params, seed)
     uri, experiment, artifact_root = tracking_settings(cfg)
     client = tracking.client_for(uri)
     experiment_id = tracking.ensure_experiment(client, experiment, artifact_root)
-    run = client.create_run(experiment_id, run_name=f"{spec.name} on {data_name} seed={seed}",
-                            tags={tracking.DATASET_HASH_TAG: dataset.content_hash()})
+    run = client.create_run(experiment_id, run_name=f"{spec.name} on {data.name} seed={seed}",
+                            tags=tracking.dataset_tags(dataset))
     trial_config = {"method": spec.name, "params": spec.params, "seed": seed,
                     "data": OmegaConf.to_container(cfg.data, resolve=True)}
     tracking.log_trial(client, run.info.run_id, outcome, trial_config, dataset.task_names)

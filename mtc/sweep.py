@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 from mtc import tracking
 from mtc.cli import CONF_DIR, exit_on_bad_input, launch
 from mtc.config import data_spec, method_spec, stable_hash, tracking_settings, trial_list
-from mtc.data import load_dataset
 from mtc.report import best_point, grid_csv, report_markdown, summarize
 
 
@@ -94,20 +93,20 @@ def trial_records(client, experiment_id: str, parent_id: str) -> list[dict]:
 def run_sweep(cfg: DictConfig) -> dict:
     """Run (or resume) a sweep; returns the report's paths and best-point summaries."""
     spec = method_spec(cfg)
-    data_name, data_params, data_root = data_spec(cfg)
+    data = data_spec(cfg)
     trials = trial_list(spec, int(cfg.sweep.repeats))
     tracking_uri, experiment, artifact_root = tracking_settings(cfg)
-    name = cfg.sweep.name or f"{spec.name}-{data_name}"
+    name = cfg.sweep.name or f"{spec.name}-{data.name}"
     output_dir = Path(cfg.output_dir).resolve() / name
     output_dir.mkdir(parents=True, exist_ok=True)
 
-    dataset = load_dataset(data_name, data_params, data_root)
-    dataset_hash = dataset.content_hash()
+    dataset = data.load()
     data_config = OmegaConf.to_container(cfg.data, resolve=True)
     client = tracking.client_for(tracking_uri)
     experiment_id = tracking.ensure_experiment(client, experiment, artifact_root)
-    sweep_key = stable_hash(spec.name, spec.params, spec.grid, cfg.sweep.repeats, data_config, dataset_hash)
-    tags = {tracking.DATASET_HASH_TAG: dataset_hash, "mtc.method": spec.name, "mtc.data": data_name}
+    tags = {**tracking.dataset_tags(dataset), "mtc.method": spec.name, "mtc.data": data.name}
+    sweep_key = stable_hash(spec.name, spec.params, spec.grid, cfg.sweep.repeats, data_config,
+                            tags[tracking.DATASET_HASH_TAG])
     parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, name,
                                          OmegaConf.to_container(cfg, resolve=True), tags, bool(cfg.sweep.resume))
     pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, trials, tags)
@@ -123,7 +122,7 @@ def run_sweep(cfg: DictConfig) -> dict:
         raise
 
     summaries = summarize(trial_records(client, experiment_id, parent_id))
-    markdown = report_markdown(f"{spec.name} on {data_name}", summaries, dataset.task_names)
+    markdown = report_markdown(f"{spec.name} on {data.name}", summaries, dataset.task_names)
     (output_dir / "report.md").write_text(markdown)
     (output_dir / "grid.csv").write_text(grid_csv(summaries))
     client.log_artifact(parent_id, str(output_dir / "report.md"))

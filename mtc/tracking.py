@@ -50,6 +50,14 @@ def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
     return client.create_experiment(name, artifact_location=location)
 
 
+def dataset_tags(dataset) -> dict[str, str]:
+    """The dataset's content hash and, for cached corpora, its cache key."""
+    tags = {DATASET_HASH_TAG: dataset.content_hash()}
+    if "cache_key" in dataset.meta:
+        tags["mtc.data_cache_key"] = dataset.meta["cache_key"]
+    return tags
+
+
 def flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
     """Nested dict -> {"a.b.c": "value"} with values as MLflow param strings."""
     flat = {}

@@ -1,0 +1,41 @@
+"""Time to load every data composition from a cold cache and from a warm one.
+
+    MTC_DATA_DIR=../shared/data python benchmarks/data_loading.py
+
+Uses a fresh temporary cache directory, so the first pass builds every composition from
+the raw archives and the second reads the cached .npz files.
+"""
+
+import os
+import tempfile
+import time
+
+from hydra import compose, initialize_config_dir
+
+from mtc.cli import CONF_DIR, available
+from mtc.config import data_spec
+
+
+def load_all(names):
+    times = {}
+    for name in names:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            spec = data_spec(compose(config_name="config", overrides=[f"data={name}"]))
+        start = time.perf_counter()
+        spec.load()
+        times[name] = time.perf_counter() - start
+    return times
+
+
+def main():
+    os.environ["MTC_CACHE_DIR"] = tempfile.mkdtemp(prefix="mtc-cache-")
+    names = available("data")
+    cold, warm = load_all(names), load_all(names)
+    print(f"{'composition':34s} {'cold s':>8s} {'warm s':>8s}")
+    for name in names:
+        print(f"{name:34s} {cold[name]:8.2f} {warm[name]:8.3f}")
+    print(f"{'total':34s} {sum(cold.values()):8.2f} {sum(warm.values()):8.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""``python -m mtc.data describe <name> [<name> ...]``: tasks x classes counts and d.
+
+``python -m mtc.data list`` lists the data configs. Loading goes through the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from hydra import compose, initialize_config_dir
+
+from mtc.cli import CONF_DIR, available
+from mtc.config import data_spec
+
+
+def describe(name: str, overrides: list[str]) -> str:
+    if name not in available("data"):
+        raise ValueError(f"unknown data {name!r}; available: {', '.join(available('data'))}")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"data={name}", *overrides])
+    start = time.perf_counter()
+    dataset = data_spec(cfg).load()
+    seconds = time.perf_counter() - start
+    dropped = dataset.meta.get("dropped_empty")
+    lines = [dataset.describe(), f"  follows: {cfg.data.get('follows', '-')}; loaded in {seconds:.2f} s"]
+    if dropped and any(dropped.values()):
+        lines.append(f"  documents dropped as empty after term selection: {dropped}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mtc.data")
+    sub = parser.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("describe", help="print tasks x classes counts and the feature dimension")
+    show.add_argument("names", nargs="+", help="data config names (conf/data/*.yaml), or 'all'")
+    show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="a Hydra override such as data.params.text.n_features=5000")
+    sub.add_parser("list", help="list the data configs")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print("\n".join(available("data")))
+        return 0
+    names = available("data") if args.names == ["all"] else args.names
+    try:
+        for name in names:
+            print(describe(name, args.set))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

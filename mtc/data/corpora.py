@@ -1,0 +1,103 @@
+"""Readers of the raw corpora (archives read in place, never unpacked to disk).
+
+Each reader returns plain documents with their labels; compositions decide which to keep.
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import re
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HTTP_HEADER_END = re.compile(rb"\r?\n\r?\n")
+SCRIPT_OR_STYLE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.I | re.S)
+TAG = re.compile(r"<[^>]*>", re.S)
+
+
+def html_to_text(page: bytes) -> str:
+    """Strip the HTTP header (up to the first blank line), scripts, styles and tags."""
+    parts = HTTP_HEADER_END.split(page, maxsplit=1)
+    body = (parts[1] if len(parts) == 2 else parts[0]).decode("latin-1")
+    return html.unescape(TAG.sub(" ", SCRIPT_OR_STYLE.sub(" ", body)))
+
+
+def read_webkb(path: Path, classes: list[str], universities: list[str]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """{(university, class): [(page name, text), ...]} for the requested pages, sorted by name."""
+    wanted = {(u, c) for u in universities for c in classes}
+    pages = defaultdict(list)
+    with tarfile.open(path, "r:xz") as archive:
+        for member in archive:
+            parts = member.name.split("/")
+            if member.isfile() and len(parts) == 4 and (parts[2], parts[1]) in wanted:
+                pages[(parts[2], parts[1])].append((parts[3], html_to_text(archive.extractfile(member).read())))
+    return {key: sorted(docs) for key, docs in pages.items()}
+
+
+REUTERS_DOC = re.compile(r"<REUTERS([^>]*)>(.*?)</REUTERS>", re.S)
+ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
+D_ITEM = re.compile(r"<D>(.*?)</D>", re.S)
+
+
+def _field(pattern: str, text: str) -> str | None:
+    match = re.search(pattern, text, re.S)
+    return match.group(1) if match else None
+
+
+def read_reuters(path: Path) -> list[dict]:
+    """Every Reuters-21578 document: attributes, topics, places, people, orgs, title, body."""
+    docs = []
+    with tarfile.open(path, "r:xz") as archive:
+        for member in sorted(archive.getmembers(), key=lambda m: m.name):
+            if not member.name.endswith(".sgm"):
+                continue
+            text = archive.extractfile(member).read().decode("latin-1")  # reut2-017 has one 0xFC byte
+            for attributes, body in REUTERS_DOC.findall(text):
+                doc = dict(ATTRIBUTE.findall(attributes))
+                for field in ("TOPICS", "PLACES", "PEOPLE", "ORGS"):
+                    doc[field.lower()] = D_ITEM.findall(_field(rf"<{field}>(.*?)</{field}>", body) or "")
+                doc["title"] = html.unescape(_field(r"<TITLE>(.*?)</TITLE>", body) or "")
+                raw_body = _field(r"<BODY>(.*?)</BODY>", body)
+                doc["body"] = None if raw_body is None else html.unescape(raw_body)
+                docs.append(doc)
+    return docs
+
+
+def read_newsgroups(path: Path, groups: list[str], splits=("train", "test"), strip_headers: bool = True
+                    ) -> dict[str, list[tuple[str, str]]]:
+    """{group: [(split/article, text), ...]} sorted by article; headers stripped by default."""
+    wanted = set(groups)
+    posts = defaultdict(list)
+    with tarfile.open(path, "r:xz") as archive:
+        for member in archive:
+            parts = member.name.split("/")
+            if not (member.isfile() and len(parts) == 3 and parts[1] in wanted):
+                continue
+            split = parts[0].removeprefix("20news-bydate-")
+            if split not in splits:
+                continue
+            text = archive.extractfile(member).read().decode("latin-1")
+            if strip_headers:
+                text = text.partition("\n\n")[2]
+            posts[parts[1]].append((f"{split}/{int(parts[2]):06d}", text))
+    return {group: sorted(docs) for group, docs in posts.items()}
+
+
+def read_usps(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
+    """USPS (ESL version): pixels in [-1, 1] rescaled to [0, 1]; labels 0..9."""
+    arrays = [np.loadtxt(gzip.open(p)) for p in paths]
+    data = np.vstack(arrays)
+    return (data[:, 1:] + 1.0) / 2.0, data[:, 0].astype(int)
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An IDX file (MNIST): big-endian header, then uint8 data."""
+    with gzip.open(path) as handle:
+        raw = handle.read()
+    n_dims = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(n_dims))
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * n_dims).reshape(shape)

@@ -1,0 +1,131 @@
+"""Raw files: where they live under the data root, their checksums, where to get them.
+
+Data root, first found: the config's ``data.root``, the env var ``MTC_DATA_DIR``, then
+``~/.cache/mtc``. A raw file that is missing is downloaded when it has a canonical address
+whose bytes we can verify; otherwise the error names the file and where to put it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RawFile:
+    path: str  # relative to the data root
+    checksum: str
+    algorithm: str = "sha256"
+    url: str | None = None  # canonical address with byte-identical content, if any
+    origin: str = ""  # where a user can get it when there is no url
+
+
+WEBKB_ORIGIN = "the CMU 4 Universities data (see ../shared/data/webkb/SOURCE.md for how this .tar.xz was packed)"
+TSC = "Dai et al. splits, github.com/cswhjiang/Transfer-Spectral-Clustering"
+LSSMTC = "MALSAR data/Newsgroup, github.com/jiayuzhou/MALSAR"
+RAW_FILES = {
+    "webkb": RawFile("webkb/webkb-data.tar.xz", "844e98e0b8b71433e17aa1132064b71f5aa987d58d734c3ccceb93eb88d3daf1",
+                     origin=WEBKB_ORIGIN),
+    "reuters21578": RawFile("reuters21578/reuters21578.tar.xz",
+                            "0d612d37a7730b45178220274b11d4c5b5690f68cdbad5b3dd32170226c1273a",
+                            origin="Reuters-21578 Distribution 1.0 repacked as .tar.xz (see its SOURCE.md)"),
+    "20news": RawFile("20newsgroups/20news-bydate.tar.xz",
+                      "206c6cb0223d8cc15bd2b9a05c287b98c664c6b908ba90bca6c960e46ccaea9f",
+                      origin="20news-bydate repacked as .tar.xz (see its SOURCE.md)"),
+    "usps_train": RawFile("usps/zip.train.gz", "66ebf231ab51f2cf6ac1a892d0f98ccffee1079d7a5db638c1f11f366046ca16",
+                          url="https://hastie.su.domains/ElemStatLearn/datasets/zip.train.gz"),
+    "usps_test": RawFile("usps/zip.test.gz", "8dacc3c6e136af6c3488de9e5113a7daf140c8c2f1f0b61c54ee02f03f1a962f",
+                         url="https://hastie.su.domains/ElemStatLearn/datasets/zip.test.gz"),
+    "mnist_test_images": RawFile("mnist/t10k-images-idx3-ubyte.gz",
+                                 "167310007f03058885c7e95e6c0b19c20de5c7fd3031f4cbdadc9014a523d80b",
+                                 url="https://ossci-datasets.s3.amazonaws.com/mnist/t10k-images-idx3-ubyte.gz"),
+    "mnist_test_labels": RawFile("mnist/t10k-labels-idx1-ubyte.gz",
+                                 "fc607395669ec21321ea83e4b82c0544b7e8e63ff5b34337c06bc0a17cc0da3c",
+                                 url="https://ossci-datasets.s3.amazonaws.com/mnist/t10k-labels-idx1-ubyte.gz"),
+    "mnist_train_labels": RawFile("mnist/train-labels-idx1-ubyte.gz",
+                                  "ec02e7948609e5754d47881c09b8afdd8dfa60600b9e5388c8c54a67069ec772",
+                                  url="https://ossci-datasets.s3.amazonaws.com/mnist/train-labels-idx1-ubyte.gz"),
+    # md5 from torchvision's MNIST checksum list; the 60k training images are optional
+    "mnist_train_images": RawFile("mnist/train-images-idx3-ubyte.gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873", "md5",
+                                  url="https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz"),
+    "comp_vs_sci_1": RawFile("lssmtc_newsgroups/comp.vs.sci_task1.mat",
+                             "136e73185215cdc5fe7af4c2e0d86dae9da864e119fef95253ef6614d139d7ab", origin=LSSMTC),
+    "comp_vs_sci_2": RawFile("lssmtc_newsgroups/comp.vs.sci_task2.mat",
+                             "efafdffe36f05668f9cd638cbfad45a96b6e69e385a65fb7a24dda6082adec52", origin=LSSMTC),
+    "rec_vs_talk_1": RawFile("lssmtc_newsgroups/rec.vs.talk_Task1.mat",
+                             "2ccc2c933adb5e9a88524e0d0a90022ee925e3395fead485c2d7d31a14149997", origin=LSSMTC),
+    "rec_vs_talk_2": RawFile("lssmtc_newsgroups/rec.vs.talk_Task2.mat",
+                             "162fe06ddbad645577a2c538645f72115416811f8ee6dffc2fe2944a1c632e08", origin=LSSMTC),
+    "OrgsPeople_src": RawFile("tsc_reuters/OrgsPeople_src.mat",
+                              "c8b9f746e1c264495e99ed4146860552a8ae34a09908b701136a41790f426f1f", origin=TSC),
+    "OrgsPeople_tar": RawFile("tsc_reuters/OrgsPeople_tar.mat",
+                              "eaed1ba8c112bb52cfa1406c4566e72e85b65be932f7264014c9410753abc4ac", origin=TSC),
+    "OrgsPlaces_src": RawFile("tsc_reuters/OrgsPlaces_src.mat",
+                              "5afabffd3849a4df96b8cdb5b5cce95d6d5a56a7afb59cc72bc1084ec8da918a", origin=TSC),
+    "OrgsPlaces_tar": RawFile("tsc_reuters/OrgsPlaces_tar.mat",
+                              "fe081f5c1541c135f898b543e603966c4d201cbd315d57179cfc146dd10a8a85", origin=TSC),
+    "PeoplePlaces_src": RawFile("tsc_reuters/PeoplePlaces_src.mat",
+                                "d05eb255118bd11817916d5f321ecf2f3a7c50fccda6610868e72b6d1a8c864a", origin=TSC),
+    "PeoplePlaces_tar": RawFile("tsc_reuters/PeoplePlaces_tar.mat",
+                                "464696da75344a6813200f1b7d746f76376ab1a928f8e11ace2dacde056fee18", origin=TSC),
+}
+
+
+class RawDataError(ValueError):
+    """A raw file is missing or does not match its checksum."""
+
+
+def data_root(configured: str | None = None) -> Path:
+    if configured:
+        return Path(configured).expanduser().resolve()
+    if os.environ.get("MTC_DATA_DIR"):
+        return Path(os.environ["MTC_DATA_DIR"]).expanduser().resolve()
+    return Path("~/.cache/mtc").expanduser().resolve()
+
+
+def file_checksum(path: Path, algorithm: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, algorithm).hexdigest()
+
+
+def download(url: str, target: Path, raw: RawFile) -> None:
+    """Fetch url to target atomically: a temp file beside it, checked, then renamed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as tmp:
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                shutil.copyfileobj(response, tmp)
+            tmp.close()
+            got = file_checksum(Path(tmp.name), raw.algorithm)
+            if got != raw.checksum:
+                raise RawDataError(f"download of {url} has {raw.algorithm} {got}, expected {raw.checksum}")
+            os.replace(tmp.name, target)
+        finally:
+            if os.path.exists(tmp.name):
+                os.unlink(tmp.name)
+
+
+def raw_file(key: str, root: Path, allow_download: bool = True) -> tuple[Path, str]:
+    """The verified path of a raw file and its checksum, downloading it when possible."""
+    raw = RAW_FILES[key]
+    path = root / raw.path
+    if not path.exists():
+        if raw.url and allow_download:
+            try:
+                download(raw.url, path, raw)
+            except OSError as error:
+                raise RawDataError(f"missing raw file {path}; downloading {raw.url} failed ({error}): "
+                                   f"put the file there by hand") from None
+        else:
+            where = f"download it from {raw.url}" if raw.url else f"get it from {raw.origin}"
+            raise RawDataError(f"missing raw file {path}: {where} and put it there "
+                               f"(or point data.root / MTC_DATA_DIR at a folder that has {raw.path})")
+    got = file_checksum(path, raw.algorithm)
+    if got != raw.checksum:
+        raise RawDataError(f"raw file {path} is corrupted: {raw.algorithm} {got}, expected {raw.checksum}")
+    return path, got

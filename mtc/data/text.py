@@ -1,0 +1,40 @@
+"""Documents -> tf-idf matrices that share one vocabulary across tasks.
+
+Defaults follow common text-clustering practice (DESIGN.md, "Data"): lower-case tokens
+(scikit-learn's pattern: runs of 2+ word characters), English stop words removed, the top
+``n_features`` terms by document frequency over all tasks, tf-idf (idf over all tasks),
+each document L2-normalised. Documents left without any kept term can be dropped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+
+def top_terms_by_document_frequency(counts: sp.csr_matrix, n_features: int | None) -> np.ndarray:
+    """Column indices of the n_features terms with the highest document frequency (ties: vocabulary order)."""
+    df = np.bincount(counts.indices, minlength=counts.shape[1])
+    if n_features is None or n_features >= counts.shape[1]:
+        return np.arange(counts.shape[1])
+    return np.sort(np.argsort(-df, kind="stable")[:n_features])
+
+
+def tfidf_weights(counts: sp.csr_matrix, tfidf: bool = True, sublinear_tf: bool = False) -> sp.csr_matrix:
+    """tf-idf (smooth idf, as scikit-learn) or raw weights, then L2-normalised rows."""
+    transformer = TfidfTransformer(norm="l2", use_idf=tfidf, sublinear_tf=sublinear_tf)
+    return sp.csr_matrix(transformer.fit_transform(counts))
+
+
+def vectorize_tasks(docs_per_task: list[list[str]], n_features: int | None = None, lowercase: bool = True,
+                    stop_words: str | None = "english", min_df: int = 1, tfidf: bool = True,
+                    sublinear_tf: bool = False) -> tuple[list[sp.csr_matrix], list[str]]:
+    """One shared vocabulary over every task's documents; returns per-task matrices and the terms."""
+    vectorizer = CountVectorizer(lowercase=lowercase, stop_words=stop_words, min_df=min_df, dtype=np.float64)
+    counts = vectorizer.fit_transform([doc for docs in docs_per_task for doc in docs]).tocsr()
+    keep = top_terms_by_document_frequency(counts, n_features)
+    weights = tfidf_weights(counts[:, keep], tfidf, sublinear_tf)
+    bounds = np.cumsum([len(docs) for docs in docs_per_task])[:-1]
+    rows = np.split(np.arange(weights.shape[0]), bounds)
+    return [weights[r] for r in rows], vectorizer.get_feature_names_out()[keep].tolist()

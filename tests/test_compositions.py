@@ -1,0 +1,91 @@
+"""Every data composition: tasks x classes counts and feature dimension (reads ../shared/data).
+
+Counts are checked exactly against what the loaders build, and against the papers' tables:
+exact where the paper's rule is known (Reuters, WebKB course/faculty/project, Handdigits,
+the SPMTC .mat problems), within 2 documents per class where the papers dropped a few
+documents by an unstated rule (20NG, WebKB student).
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hydra import compose, initialize_config_dir
+
+from mtc.cli import CONF_DIR, available
+from mtc.config import data_spec
+
+pytestmark = pytest.mark.slow
+
+BUILT = {
+    '20ng': (3000, [[389, 395, 396], [391, 398, 393, 376], [392, 397, 392], [383, 399, 392, 251]]),
+    'comp_vs_sci': (2000, [[967, 908], [871, 956]]),
+    'handdigits': (256, [[509, 554, 488, 514, 476, 475, 473, 489, 520, 502], [813, 685, 497, 449, 449, 378, 465, 436, 373, 455]]),
+    'ng1': (40674, [[523, 484, 464], [463, 482, 524]]),
+    'ng2': (40406, [[398, 398, 400, 399], [796, 799]]),
+    'ng3': (85832, [[399, 398, 398, 400, 397, 399, 399, 400, 400, 400], [400, 397, 399, 399, 400, 400, 400, 400, 400, 400, 399, 400], [397, 399, 399, 400, 400, 400, 400, 400, 400, 399, 400, 400, 400, 400, 399, 400]]),
+    'orgs_vs_people': (4771, [[649, 588], [621, 587]]),
+    'orgs_vs_places': (4415, [[588, 428], [587, 456]]),
+    'people_vs_places': (4562, [[649, 428], [621, 456]]),
+    'rec_vs_talk': (2000, [[975, 869], [860, 685]]),
+    'reuters': (6439, [[63, 90, 53], [60, 33, 37], [36, 44, 110]]),
+    'smtnmf_20ng_rec_comp': (22349, [[80, 80], [80, 80], [80, 80], [80, 79]]),
+    'smtnmf_20ng_rec_sci': (18850, [[80, 80], [80, 80], [80, 80], [80, 80]]),
+    'smtnmf_20ng_rec_talk': (19541, [[80, 80], [80, 80], [80, 80], [80, 80]]),
+    'smtnmf_20ng_sci_comp': (22182, [[80, 80], [80, 80], [78, 80], [80, 79]]),
+    'smtnmf_20ng_talk_comp': (24904, [[80, 80], [80, 80], [80, 80], [80, 79]]),
+    'smtnmf_20ng_talk_sci': (20912, [[80, 80], [80, 80], [80, 80], [80, 80]]),
+    'smtnmf_reuters_orgs_vs_people': (4771, [[80, 80], [80, 80]]),
+    'smtnmf_reuters_orgs_vs_places': (4415, [[80, 80], [80, 80]]),
+    'smtnmf_reuters_people_vs_places': (4562, [[80, 80], [80, 80]]),
+    'synthetic': (40, [[50, 50, 50, 50], [50, 50, 50, 50], [50, 50, 50, 50]]),
+    'webkb4': (2500, [[44, 34, 20, 128], [38, 46, 20, 148], [77, 31, 21, 126], [85, 42, 25, 156]]),
+    'webkb6': (2500, [[44, 1, 34, 20, 21, 128], [38, 1, 46, 20, 3, 148], [77, 1, 31, 21, 10, 126], [85, 1, 42, 25, 12, 156]]),
+    'webkb_pp': (2500, [[64, 162], [58, 194], [98, 157], [110, 198]]),
+}
+
+# Paper tables (MTCMRL Table 1; MTCFIR Table 1; SPMTC Table 1 task sizes)
+PAPER = {
+    "reuters": [[63, 90, 53], [60, 33, 37], [36, 44, 110]],
+    "webkb4": [[44, 34, 20, 127], [38, 46, 20, 146], [77, 31, 21, 126], [85, 42, 25, 154]],
+    "20ng": [[387, 395, 395], [391, 397, 393, 376], [392, 396, 392], [383, 399, 392, 250]],
+    "handdigits": [[509, 554, 488, 514, 476, 475, 473, 489, 520, 502], [813, 685, 497, 449, 449, 378, 465, 436, 373, 455]],
+}
+PAPER_TASK_SIZES = {"comp_vs_sci": [1875, 1827], "rec_vs_talk": [1844, 1545], "orgs_vs_people": [1237, 1208],
+                    "orgs_vs_places": [1016, 1043], "people_vs_places": [1077, 1077]}
+PAPER_DIMENSIONS = {"reuters": 6439, "webkb4": 2500, "20ng": 3000, "handdigits": 256, "comp_vs_sci": 2000,
+                    "rec_vs_talk": 2000, "orgs_vs_people": 4771, "orgs_vs_places": 4415, "people_vs_places": 4562}
+
+
+def load(name):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return data_spec(compose(config_name="config", overrides=[f"data={name}"])).load()
+
+
+def test_every_data_config_is_checked():
+    assert sorted(BUILT) == available("data")
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_counts_and_dimension(name):
+    dataset = load(name)
+    n_features, counts = BUILT[name]
+    assert dataset.n_features == n_features
+    assert [list(t.class_counts().values()) for t in dataset.tasks] == counts
+    for task in dataset.tasks:
+        assert task.X.shape == (sum(task.class_counts().values()), n_features)
+        values = task.X.data if sp.issparse(task.X) else task.X
+        assert np.isfinite(values).all()
+    if name in PAPER_DIMENSIONS:
+        assert n_features == PAPER_DIMENSIONS[name]
+    if name in PAPER_TASK_SIZES:
+        assert [t.n_samples for t in dataset.tasks] == PAPER_TASK_SIZES[name]
+    if name in PAPER:
+        diff = np.abs(np.concatenate([np.subtract(a, b) for a, b in zip(counts, PAPER[name])]))
+        assert diff.max() <= (0 if name in ("reuters", "handdigits") else 2)
+
+
+def test_text_rows_are_unit_length():
+    dataset = load("reuters")
+    for task in dataset.tasks:
+        norms = np.sqrt(np.asarray(task.X.multiply(task.X).sum(axis=1))).ravel()
+        np.testing.assert_allclose(norms, 1.0)

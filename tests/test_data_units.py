@@ -1,0 +1,122 @@
+"""Small, fast checks of the data layer's pieces (no corpus needed)."""
+
+import hashlib
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mtc.data import cache, load_dataset, sources
+from mtc.data.compositions import balanced_sample, downsample_images
+from mtc.data.corpora import html_to_text
+from mtc.data.text import vectorize_tasks
+
+
+def test_shared_vocabulary_keeps_top_terms_by_document_frequency():
+    docs = [["apple banana cherry", "apple banana"], ["apple durian", "apple banana elder elder elder"]]
+    (X1, X2), terms = vectorize_tasks(docs, n_features=2, stop_words=None)
+    # document frequencies: apple 4, banana 3, elder 1 (despite 3 occurrences), others 1
+    assert terms == ["apple", "banana"]
+    assert X1.shape == (2, 2) and X2.shape == (2, 2)
+    norms = np.sqrt(np.asarray(sp.vstack([X1, X2]).multiply(sp.vstack([X1, X2])).sum(axis=1))).ravel()
+    np.testing.assert_allclose(norms, 1.0)
+
+
+def test_stop_words_and_case_are_handled():
+    (X,), terms = vectorize_tasks([["The Cat and THE dog", "a cat"]], n_features=None)
+    assert terms == ["cat", "dog"]
+
+
+def test_html_to_text_strips_header_scripts_and_tags():
+    page = b"MIME-Version: 1.0\r\nContent-Type: text/html\r\n\r\n<html><script>var x;</script><b>Course</b> &amp; lab</html>"
+    text = html_to_text(page)
+    assert "Content-Type" not in text and "var x" not in text and "<b>" not in text
+    assert text.split() == ["Course", "&", "lab"]
+
+
+def test_area_downsampling_is_exact_block_averaging():
+    images = np.random.default_rng(0).random((3, 28, 28))
+    halved = downsample_images(images, 14)
+    np.testing.assert_allclose(halved, images.reshape(3, 14, 2, 14, 2).mean(axis=(2, 4)))
+    np.testing.assert_allclose(downsample_images(np.ones((1, 28, 28)), 16), 1.0)
+
+
+def test_balanced_sample_is_even_and_refuses_too_many():
+    labels = np.array([0] * 10 + [1] * 4)
+    rows = balanced_sample(np.random.default_rng(0), labels, 8)
+    assert np.bincount(labels[rows]).tolist() == [4, 4]
+    with pytest.raises(ValueError, match="class 1 has 4"):
+        balanced_sample(np.random.default_rng(0), labels, 10)
+
+
+@pytest.fixture
+def fake_root(tmp_path, monkeypatch):
+    """A data root holding a copy of one real raw file (the LSSMTC .mat files are small)."""
+    for key in ("comp_vs_sci_1", "comp_vs_sci_2"):
+        rel = sources.RAW_FILES[key].path
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sources.data_root() / rel, tmp_path / rel)
+    return tmp_path
+
+
+MAT_PARAMS = {"class_names": ["a", "b"], "tfidf": True, "samples_per_task": None, "seed": 0,
+              "tasks": {"t1": {"file": "comp_vs_sci_1", "data": "fea", "labels": "gnd"},
+                        "t2": {"file": "comp_vs_sci_2", "data": "fea", "labels": "gnd"}}}
+
+
+def test_second_load_comes_from_the_cache_and_config_changes_the_key(fake_root, tmp_path):
+    first = load_dataset("cvs", "matfiles", MAT_PARAMS, str(fake_root), str(tmp_path / "cache"))
+    files = list((tmp_path / "cache").glob("cvs-*.npz"))
+    assert len(files) == 1 and first.meta["cache_key"] in files[0].name
+    again = load_dataset("cvs", "matfiles", MAT_PARAMS, str(fake_root), str(tmp_path / "cache"))
+    assert again.content_hash() == first.content_hash()
+    changed = load_dataset("cvs", "matfiles", {**MAT_PARAMS, "tfidf": False}, str(fake_root), str(tmp_path / "cache"))
+    assert changed.meta["cache_key"] != first.meta["cache_key"]
+    assert len(list((tmp_path / "cache").glob("cvs-*.npz"))) == 2
+
+
+def test_corrupted_raw_file_is_a_clear_error(fake_root, tmp_path):
+    target = fake_root / sources.RAW_FILES["comp_vs_sci_2"].path
+    target.chmod(0o644)
+    with open(target, "r+b") as handle:
+        handle.seek(100)
+        handle.write(b"\x00\x01\x02")
+    with pytest.raises(sources.RawDataError, match=r"comp.vs.sci_task2.mat is corrupted: sha256 [0-9a-f]+, expected efafdffe"):
+        load_dataset("cvs", "matfiles", MAT_PARAMS, str(fake_root), str(tmp_path / "cache"))
+
+
+def test_missing_raw_file_names_the_file_and_where_to_put_it(tmp_path):
+    with pytest.raises(sources.RawDataError, match=r"missing raw file .*webkb/webkb-data.tar.xz: get it from the CMU"):
+        load_dataset("webkb4", "webkb", {}, str(tmp_path), str(tmp_path / "cache"))
+
+
+def test_download_is_verified_and_atomic(tmp_path, monkeypatch):
+    payload = b"digits" * 100
+    served = tmp_path / "served.gz"
+    served.write_bytes(payload)
+    good = sources.RawFile("usps/zip.test.gz", hashlib.sha256(payload).hexdigest(), url=served.as_uri())
+    monkeypatch.setitem(sources.RAW_FILES, "usps_test", good)
+    path, checksum = sources.raw_file("usps_test", tmp_path / "root")
+    assert path.read_bytes() == payload and checksum == good.checksum
+    bad = sources.RawFile("usps/zip.train.gz", "0" * 64, url=served.as_uri())
+    monkeypatch.setitem(sources.RAW_FILES, "usps_train", bad)
+    with pytest.raises(sources.RawDataError, match="download of .* has sha256"):
+        sources.raw_file("usps_train", tmp_path / "root")
+    assert sorted(p.name for p in (tmp_path / "root" / "usps").iterdir()) == ["zip.test.gz"]  # no partial file
+
+
+def test_unknown_builder_is_rejected():
+    with pytest.raises(ValueError, match="unknown dataset builder 'nope'"):
+        load_dataset("x", "nope")
+
+
+def test_cache_round_trip_keeps_dense_and_sparse(tmp_path):
+    from mtc.tasks import MultiTaskDataset, Task
+
+    ds = MultiTaskDataset("x", (Task("a", np.eye(3), np.array([0, 1, 1]), ("p", "q")),
+                                Task("b", sp.csr_matrix(np.eye(3)), np.array([1, 0, 0]), ("p", "q"))), {"k": 1})
+    cache.save(ds, tmp_path / "x.npz")
+    back = cache.load(tmp_path / "x.npz")
+    assert back.content_hash() == ds.content_hash() and back.meta == {"k": 1}
+    assert sp.issparse(back.tasks[1].X) and not sp.issparse(back.tasks[0].X)
