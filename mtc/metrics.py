@@ -27,6 +27,19 @@ def _check_pair(labels_true, labels_pred):
     return labels_true, labels_pred
 
 
+def clusters_in_class_order(labels_true, labels_pred, n_clusters: int) -> tuple[np.ndarray, np.ndarray]:
+    """(cluster ids, matched class of each) ordered by matched class (Hungarian matching,
+    as in the accuracy); clusters matched to no class come last with class -1."""
+    labels_true, labels_pred = _check_pair(labels_true, labels_pred)
+    counts = np.zeros((n_clusters, int(labels_true.max()) + 1), dtype=np.int64)
+    np.add.at(counts, (labels_pred, labels_true), 1)
+    clusters, classes = linear_sum_assignment(counts, maximize=True)
+    by_class = np.argsort(classes)
+    unmatched = np.setdiff1d(np.arange(n_clusters), clusters)
+    return (np.concatenate([clusters[by_class], unmatched]),
+            np.concatenate([classes[by_class], np.full(unmatched.size, -1)]))
+
+
 def accuracy(labels_true, labels_pred) -> float:
     """Fraction of samples on the best one-to-one cluster/class matching."""
     labels_true, labels_pred = _check_pair(labels_true, labels_pred)

@@ -135,6 +135,8 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
     now = int(time.time() * 1000)
     metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
     metrics += [entities.Metric("objective", float(v), now, step) for step, v in enumerate(outcome.objective_trace)]
+    metrics += [entities.Metric(name, float(v), now, step)
+                for name, trace in outcome.diagnostics.items() for step, v in enumerate(trace)]
     client.log_batch(
         run_id, metrics=metrics,
         params=[entities.Param(k, v[:6000]) for k, v in flatten(trial_config).items()],
@@ -145,10 +147,13 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
         np.savetxt(os.path.join(tmp, "objective_trace.csv"), outcome.objective_trace, delimiter=",")
         convergence_plot(outcome.objective_trace, os.path.join(tmp, "convergence.png"),
                          f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
-        for name, matrix in outcome.relatedness.items():
+        for name, (matrix, row_names, col_names) in outcome.relatedness.items():
             np.save(os.path.join(tmp, f"{name}.npy"), matrix)
-            np.savetxt(os.path.join(tmp, f"{name}.csv"), matrix, delimiter=",")
-            heatmap(matrix, os.path.join(tmp, f"{name}.png"), name)
+            with open(os.path.join(tmp, f"{name}.csv"), "w") as handle:
+                handle.write("," + ",".join(col_names) + "\n")
+                for row_name, row in zip(row_names, matrix):
+                    handle.write(row_name + "," + ",".join(f"{v:.6g}" for v in row) + "\n")
+            heatmap(matrix, os.path.join(tmp, f"{name}.png"), name, row_names, col_names)
         client.log_artifacts(run_id, tmp)
 
 

@@ -30,8 +30,12 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
     def fit_predict(self, tasks, y=None):
         return self.fit(tasks).labels_
 
-    def relatedness(self) -> dict[str, np.ndarray]:
-        """The learned task/cluster relatedness matrices, by artifact name (none here)."""
+    def cluster_relatedness(self) -> dict[tuple[int, int], np.ndarray]:
+        """Learned cluster relatedness between task pairs, {(t, s): h_t x h_s} (none here)."""
+        return {}
+
+    def diagnostics(self) -> dict[str, np.ndarray]:
+        """Per-iteration diagnostics besides the objective, {name: trace} (none here)."""
         return {}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.kernel_kmeans import KernelKMeans
 from mtc.methods.kmeans import KMeansClusterer, PooledKMeans
+from mtc.methods.mtcmrl import MTCMRL, SNMFLR
 from mtc.methods.snmf import PooledSymmetricNMF, SymmetricNMF
 from mtc.methods.spectral import NormalizedCut, PooledNormalizedCut
 
@@ -20,6 +21,8 @@ METHODS: dict[str, type[MultiTaskClusterer]] = {
     "a_kmeans": PooledKMeans,
     "a_nmf": PooledSymmetricNMF,
     "a_ncut": PooledNormalizedCut,
+    "mtcmrl": MTCMRL,
+    "snmf_lr": SNMFLR,
 }
 
 # Set by the platform from the dataset and the trial, never by a method config.

@@ -1,0 +1,220 @@
+"""MTCMRL: multi-task clustering with model relation learning (Zhang et al., IJCAI-18).
+
+Notation (ours: X^t is n_t x d, rows = samples; the paper's X^t is its transpose):
+Y^t >= 0 (n_t x h_t) cluster indicators, W^t (d x h_t) regression weights, G^(t,s)
+(h_t x h_s) cluster relatedness with rows on the probability simplex, A^(t,s)_ij =
+||W^t_i - W^s_j||^2. The objective, Eq. 3:
+
+  J = sum_t [ 1/2 ||M^t - Y^t Y^t'||^2 + lambda ||Y^t - X^t W^t||^2 + mu ||W^t||^2 ]
+      + alpha sum_{t != s} [ <A^(t,s), G^(t,s)> + beta ||G^(t,s)||^2 ]
+
+Algorithm 1 sweeps the tasks; for task t it updates every G^(t,s), then W^t, then Y^t.
+
+G (Eq. 4-5): separable by rows; row i = projection of -A_i / (2 beta) onto the simplex
+(`g_solver="projection"`); the paper's QP and Frank-Wolfe stay reachable.
+
+W (Eq. 6-13). The paper's Eq. 6-7 keep only the pairs (t, s) in which W^t is the first
+argument. W^t also enters the pairs (s, t) of Eq. 3; keeping them (``w_update="exact"``)
+makes the step the exact minimiser of Eq. 3 in W^t. Setting the gradient to zero:
+
+  lambda X'X W + W C = lambda X'Y + alpha R,                                     (*)
+  C = mu I + alpha sum_s (H^(t,s) + D^(s,t)),  R = sum_s (W^s G^(t,s)' + W^s G^(s,t)),
+
+with H^(t,s) = diag(row sums of G^(t,s)) (= I on the simplex) and D^(s,t) = diag(column
+sums of G^(s,t)). ``w_update="paper"`` drops the (s, t) terms (D = 0 and R = sum_s W^s
+G^(t,s)'), as Eq. 7 prints. C is diagonal, so (*) decouples by columns into ridge systems
+(lambda X'X + c_j I) w_j = b_j sharing X: with the thin SVD X = U S V' (once per fit),
+w_j = V diag(1/(lambda s^2 + c_j)) V'b_j + (b_j - V V'b_j) / c_j (``w_solver="ridge"``).
+The paper's route (``w_solver="sylvester"``) solves the dual Sylvester equation Eq. 13
+for the multipliers Gamma (n_t x h_t): X X' Gamma + Gamma K / (2 lambda) = Y K - 2 alpha X R
+with K = 2C, then W = (X' Gamma + 2 alpha R) K^-1 (Eq. 10); both give the same W.
+
+Y (Eq. 14-19): with Q = X W = Q+ - Q-, Eq. 19 is
+Y <- Y * (M Y + lambda Q+) / (Y Y'Y + lambda Y + lambda Q-) (``y_update="paper"``); like
+the plain SNMF rule it is not a descent step. ``y_update="monotone"`` raises the same ratio
+to the power 1/4 (He et al.'s SNMF rule) and halves the exponent until the Y-part of Eq. 3
+does not rise (exponent 0 keeps Y), so J never increases when W is updated exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from mtc.methods.base import MultiTaskClusterer
+from mtc.methods.convergence import check_stopping_rule, has_converged
+from mtc.methods.simplex import G_SOLVERS, solve_simplex_rows
+from mtc.methods.snmf import EPS, kmeans_indicator
+from mtc.similarity import affinity_matrix
+
+W_UPDATES = ("exact", "paper")
+W_SOLVERS = ("ridge", "sylvester")
+Y_UPDATES = ("monotone", "paper")
+
+
+def sq_distances(Wt: np.ndarray, Ws: np.ndarray) -> np.ndarray:
+    """A_ij = ||W^t_i - W^s_j||^2 between the columns of two weight matrices."""
+    return np.maximum((Wt * Wt).sum(0)[:, None] + (Ws * Ws).sum(0)[None, :] - 2.0 * Wt.T @ Ws, 0.0)
+
+
+class RidgeFactor:
+    """Thin SVD of one task's X, reused for every (lambda X'X + c I)^-1 b of the fit."""
+
+    def __init__(self, X):
+        dense = X.toarray() if sp.issparse(X) else X
+        self.U, self.s, Vt = scipy.linalg.svd(dense, full_matrices=False)
+        self.V = Vt.T
+
+    def solve(self, lam: float, c: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """Columns w_j = (lam X'X + c_j I)^-1 b_j."""
+        VtB = self.V.T @ B
+        inside = self.V @ (VtB / (lam * self.s[:, None] ** 2 + c[None, :]))
+        return inside + (B - self.V @ VtB) / c[None, :]
+
+
+class MTCMRL(MultiTaskClusterer):
+    """MTCMRL (Algorithm 1). With alpha = beta = 0 it is the single-task SNMF+LR."""
+
+    def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, alpha=1.0, beta=0.5, affinity="cosine",
+                 g_solver="projection", w_solver="ridge", w_update="exact", y_update="monotone",
+                 stopping="decrease", tol=1.0, max_iter=100, random_state=None):
+        self.n_clusters = n_clusters
+        self.lambda_ = lambda_
+        self.mu = mu
+        self.alpha = alpha
+        self.beta = beta
+        self.affinity = affinity
+        self.g_solver = g_solver
+        self.w_solver = w_solver
+        self.w_update = w_update
+        self.y_update = y_update
+        self.stopping = stopping
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def _check_params(self):
+        for name, value, allowed in (("g_solver", self.g_solver, G_SOLVERS), ("w_solver", self.w_solver, W_SOLVERS),
+                                     ("w_update", self.w_update, W_UPDATES), ("y_update", self.y_update, Y_UPDATES)):
+            if value not in allowed:
+                raise ValueError(f"unknown {name} {value!r}; choose one of {allowed}")
+        check_stopping_rule(self.stopping)
+        if self.lambda_ <= 0 or self.mu <= 0 or self.alpha < 0 or self.beta < 0:
+            raise ValueError("MTCMRL needs lambda_ > 0, mu > 0, alpha >= 0 and beta >= 0, got "
+                             f"lambda_={self.lambda_}, mu={self.mu}, alpha={self.alpha}, beta={self.beta}")
+
+    # --- objective (Eq. 3) -------------------------------------------------------------
+    def _task_terms(self, t) -> float:
+        """1/2 ||M - YY'||^2 + lambda ||Y - XW||^2 + mu ||W||^2 for task t."""
+        return self._y_part(t, self.Y_[t]) + self.mu * float(np.sum(self.W_[t] ** 2))
+
+    def _y_part(self, t, Y) -> float:
+        YtY = Y.T @ Y
+        snmf = 0.5 * (self._M_sq[t] - 2.0 * np.sum(Y * (self._M[t] @ Y)) + np.sum(YtY * YtY))
+        return float(snmf + self.lambda_ * np.sum((Y - self._X[t] @ self.W_[t]) ** 2))
+
+    def _pair_terms(self, t, s) -> float:
+        G = self.G_[(t, s)]
+        return self.alpha * (float(np.sum(sq_distances(self.W_[t], self.W_[s]) * G)) + self.beta * float(np.sum(G * G)))
+
+    def _objective(self) -> float:
+        """Eq. 3 at the current iterate."""
+        total = sum(self._task_terms(t) for t in range(self._T))
+        return total + sum(self._pair_terms(t, s) for (t, s) in self.G_)
+
+    # --- block updates -------------------------------------------------------------------
+    def _update_G(self, t):  # Eq. 4-5
+        for s in range(self._T):
+            if s != t:
+                self.G_[(t, s)] = solve_simplex_rows(sq_distances(self.W_[t], self.W_[s]), self.beta, self.g_solver)
+
+    def _update_W(self, t):  # Eq. 6-13
+        h = self.W_[t].shape[1]
+        c = np.full(h, self.mu)
+        R = np.zeros_like(self.W_[t])
+        if self.alpha > 0:
+            for s in range(self._T):
+                if s == t:
+                    continue
+                c += self.alpha * self.G_[(t, s)].sum(axis=1)  # H^(t,s)
+                R += self.W_[s] @ self.G_[(t, s)].T
+                if self.w_update == "exact":
+                    c += self.alpha * self.G_[(s, t)].sum(axis=0)  # D^(s,t)
+                    R += self.W_[s] @ self.G_[(s, t)]
+        X, Y = self._X[t], self.Y_[t]
+        if self.w_solver == "ridge":
+            self.W_[t] = self._factors[t].solve(self.lambda_, c, self.lambda_ * (X.T @ Y) + self.alpha * R)
+        else:  # the dual Sylvester equation, Eq. 13, then Eq. 10
+            K = 2.0 * c
+            gram = X @ X.T
+            gram = gram.toarray() if sp.issparse(gram) else gram
+            Gamma = scipy.linalg.solve_sylvester(gram, np.diag(K / (2.0 * self.lambda_)),
+                                                 Y * K[None, :] - 2.0 * self.alpha * (X @ R))
+            self.W_[t] = (X.T @ Gamma + 2.0 * self.alpha * R) / K[None, :]
+
+    def _update_Y(self, t):  # Eq. 14-19
+        Y = self.Y_[t]
+        Q = self._X[t] @ self.W_[t]
+        Q_pos, Q_neg = (np.abs(Q) + Q) / 2.0, (np.abs(Q) - Q) / 2.0
+        ratio = (self._M[t] @ Y + self.lambda_ * Q_pos) / (Y @ (Y.T @ Y) + self.lambda_ * Y + self.lambda_ * Q_neg + EPS)
+        if self.y_update == "paper":
+            self.Y_[t] = Y * ratio  # Eq. 19
+            return
+        before = self._y_part(t, Y)
+        exponent = 0.25
+        for _ in range(30):
+            candidate = Y * ratio**exponent
+            if self._y_part(t, candidate) <= before:
+                self.Y_[t] = candidate
+                return
+            exponent /= 2.0
+
+    # --- fit -----------------------------------------------------------------------------
+    def _fit(self, matrices, n_clusters, rng):
+        self._check_params()
+        self._T = len(matrices)
+        self._X = matrices
+        self._M = [affinity_matrix(X, self.affinity) for X in matrices]
+        self._M_sq = [float(np.sum(M * M)) for M in self._M]
+        if self.w_solver == "ridge":
+            self._factors = [RidgeFactor(X) for X in matrices]
+        self.Y_ = [kmeans_indicator(X, k, rng) for X, k in zip(matrices, n_clusters)]
+        self.W_ = [np.ones((X.shape[1], k)) for X, k in zip(matrices, n_clusters)]  # d x h_t (the text says n_t x h_t)
+        self.G_ = {(t, s): np.full((n_clusters[t], n_clusters[s]), 1.0 / n_clusters[s])
+                   for t in range(self._T) for s in range(self._T) if s != t} if self.alpha > 0 else {}
+        trace, w_norms = [self._objective()], [[float(np.linalg.norm(W)) for W in self.W_]]
+        self.converged_ = False
+        for _ in range(self.max_iter):
+            for t in range(self._T):
+                if self.alpha > 0:
+                    self._update_G(t)
+                self._update_W(t)
+                self._update_Y(t)
+            trace.append(self._objective())
+            w_norms.append([float(np.linalg.norm(W)) for W in self.W_])
+            if has_converged(trace[-2], trace[-1], self.stopping, self.tol):
+                self.converged_ = True
+                break
+        self.objective_trace_ = np.array(trace)
+        self.w_norm_trace_ = np.array(w_norms)
+        self.n_iter_ = len(trace) - 1
+        self.labels_ = [np.argmax(Y, axis=1) for Y in self.Y_]
+        for name in ("_X", "_M", "_M_sq", "_factors"):
+            self.__dict__.pop(name, None)
+
+    def cluster_relatedness(self) -> dict[tuple[int, int], np.ndarray]:
+        return dict(self.G_)
+
+    def diagnostics(self) -> dict[str, np.ndarray]:
+        return {f"w_norm/task{t}": self.w_norm_trace_[:, t] for t in range(self.w_norm_trace_.shape[1])}
+
+
+class SNMFLR(MTCMRL):
+    """SNMF+LR: MTCMRL's single-task ablation, alpha = beta = 0 (no cross-task terms)."""
+
+    def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, affinity="cosine", w_solver="ridge",
+                 y_update="monotone", stopping="decrease", tol=1.0, max_iter=100, random_state=None):
+        super().__init__(n_clusters=n_clusters, lambda_=lambda_, mu=mu, alpha=0.0, beta=0.0, affinity=affinity,
+                         w_solver=w_solver, y_update=y_update, stopping=stopping, tol=tol, max_iter=max_iter,
+                         random_state=random_state)
