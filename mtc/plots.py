@@ -21,17 +21,26 @@ def convergence_plot(trace: np.ndarray, path: str, title: str) -> None:
     plt.close(fig)
 
 
-def heatmap(matrix: np.ndarray, path: str, title: str, row_labels=None, col_labels=None) -> None:
-    fig, ax = plt.subplots(figsize=(1.2 + 0.5 * matrix.shape[1], 1.0 + 0.45 * matrix.shape[0]), dpi=100)
-    image = ax.imshow(matrix, cmap="viridis", aspect="auto")
-    for (i, j), value in np.ndenumerate(matrix):
-        ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color="w")
-    if row_labels is not None:
-        ax.set_yticks(range(matrix.shape[0]), row_labels, fontsize=7)
-    if col_labels is not None:
-        ax.set_xticks(range(matrix.shape[1]), col_labels, fontsize=7, rotation=45, ha="right")
-    ax.set_title(title, fontsize=9)
-    fig.colorbar(image, ax=ax)
-    fig.tight_layout()
+def block_heatmap(blocks: dict[tuple[int, int], np.ndarray], row_labels: list[list[str]], task_names: list[str],
+                  path: str, title: str) -> None:
+    """All G^(t,s) in one picture: block (t, s) of a sum_t h_t square matrix, the diagonal
+    blocks left blank, tick labels "<task>:<class>", lines between tasks. One axes keeps
+    this fast enough to draw for every trial (values are in the .csv files)."""
+    offsets = np.concatenate([[0], np.cumsum([len(labels) for labels in row_labels])])
+    full = np.full((offsets[-1], offsets[-1]), np.nan)
+    for (t, s), matrix in blocks.items():
+        full[offsets[t]:offsets[t + 1], offsets[s]:offsets[s + 1]] = matrix
+    ticks = [f"{task}:{label}" for task, labels in zip(task_names, row_labels) for label in labels]
+    side = 2.5 + 0.22 * len(ticks)
+    fig, ax = plt.subplots(figsize=(side + 1.0, side), dpi=90)
+    image = ax.imshow(full, cmap="viridis", vmin=0.0)
+    for edge in offsets[1:-1]:
+        ax.axhline(edge - 0.5, color="k", lw=0.8)
+        ax.axvline(edge - 0.5, color="k", lw=0.8)
+    ax.set_yticks(range(len(ticks)), ticks, fontsize=6)
+    ax.set_xticks(range(len(ticks)), ticks, fontsize=6, rotation=90)
+    ax.set_title(title, fontsize=8)
+    fig.colorbar(image, ax=ax, shrink=0.7)
+    fig.subplots_adjust(left=0.25, bottom=0.25, right=0.95, top=0.93)
     fig.savefig(path)
     plt.close(fig)

@@ -130,7 +130,7 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
     """Params, metrics, the objective trace (with step), labels, config, plots."""
     import mlflow.entities as entities
 
-    from mtc.plots import convergence_plot, heatmap
+    from mtc.plots import block_heatmap, convergence_plot
 
     now = int(time.time() * 1000)
     metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
@@ -147,13 +147,17 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
         np.savetxt(os.path.join(tmp, "objective_trace.csv"), outcome.objective_trace, delimiter=",")
         convergence_plot(outcome.objective_trace, os.path.join(tmp, "convergence.png"),
                          f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
-        for name, (matrix, row_names, col_names) in outcome.relatedness.items():
-            np.save(os.path.join(tmp, f"{name}.npy"), matrix)
-            with open(os.path.join(tmp, f"{name}.csv"), "w") as handle:
-                handle.write("," + ",".join(col_names) + "\n")
-                for row_name, row in zip(row_names, matrix):
-                    handle.write(row_name + "," + ",".join(f"{v:.6g}" for v in row) + "\n")
-            heatmap(matrix, os.path.join(tmp, f"{name}.png"), name, row_names, col_names)
+        names = outcome.cluster_names
+        for (t, s), matrix in outcome.relatedness.items():
+            stem = os.path.join(tmp, f"G_{task_names[t]}__{task_names[s]}")
+            np.save(f"{stem}.npy", matrix)
+            with open(f"{stem}.csv", "w") as handle:
+                handle.write("," + ",".join(names[s]) + "\n")
+                handle.writelines(f"{label}," + ",".join(f"{v:.6g}" for v in row) + "\n"
+                                  for label, row in zip(names[t], matrix))
+        if outcome.relatedness:
+            block_heatmap(outcome.relatedness, names, task_names, os.path.join(tmp, "relatedness.png"),
+                          "cluster relatedness G(t,s), clusters mapped to classes")
         client.log_artifacts(run_id, tmp)
 
 

@@ -17,7 +17,8 @@ class TrialOutcome:
     metrics: dict[str, float]  # "<metric>/<task>", "<metric>/mean", "objective/final", ...
     objective_trace: np.ndarray
     labels: list[np.ndarray]
-    relatedness: dict[str, tuple[np.ndarray, list[str], list[str]]]  # name -> (matrix, row, column labels)
+    relatedness: dict[tuple[int, int], np.ndarray]  # G^(t,s), rows/columns in matched-class order
+    cluster_names: list[list[str]]  # per task: the class each row/column of its blocks matched
     diagnostics: dict[str, np.ndarray]
     converged: bool
 
@@ -33,21 +34,19 @@ def task_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray]) -> dict[st
     return metrics
 
 
-def relatedness_by_class(dataset: MultiTaskDataset, labels: list[np.ndarray], matrices: dict) -> dict:
-    """Each G^(t,s) with rows and columns mapped from clusters to the classes they match
-    (MTCMRL Sec. 4.6), named "G_<task t>__<task s>"; an unmatched cluster is "cluster<c>"."""
-
-    def ordered(task_index, size):
-        task = dataset.tasks[task_index]
-        order, classes = clusters_in_class_order(task.y, labels[task_index], size)
-        names = [task.class_names[k] if k >= 0 else f"cluster{c}" for c, k in zip(order, classes)]
-        return order, names
-
-    named = {}
-    for (t, s), G in matrices.items():
-        (rows, row_names), (cols, col_names) = ordered(t, G.shape[0]), ordered(s, G.shape[1])
-        named[f"G_{dataset.tasks[t].name}__{dataset.tasks[s].name}"] = (G[np.ix_(rows, cols)], row_names, col_names)
-    return named
+def relatedness_by_class(dataset: MultiTaskDataset, labels: list[np.ndarray], matrices: dict
+                         ) -> tuple[dict[tuple[int, int], np.ndarray], list[list[str]]]:
+    """Map every G^(t,s)'s clusters to the classes they match (Hungarian, as the accuracy;
+    MTCMRL Sec. 4.6): rows and columns reordered by class, plus each task's cluster names
+    (the matched class, or "cluster<c>" for a cluster matched to none)."""
+    if not matrices:
+        return {}, []
+    orders, names = [], []
+    for task, pred, k in zip(dataset.tasks, labels, dataset.n_clusters):
+        order, classes = clusters_in_class_order(task.y, pred, k)
+        orders.append(order)
+        names.append([task.class_names[c] if c >= 0 else f"cluster{i}" for i, c in zip(order, classes)])
+    return {(t, s): G[np.ix_(orders[t], orders[s])] for (t, s), G in matrices.items()}, names
 
 
 def run_trial(dataset: MultiTaskDataset, method: str, params: dict, seed: int) -> TrialOutcome:
@@ -64,5 +63,6 @@ def run_trial(dataset: MultiTaskDataset, method: str, params: dict, seed: int) -
         "fit_seconds": fit_seconds,
     })
     labels = [np.asarray(l) for l in solver.labels_]
-    return TrialOutcome(metrics, trace, labels, relatedness_by_class(dataset, labels, solver.cluster_relatedness()),
-                        solver.diagnostics(), bool(solver.converged_))
+    relatedness, cluster_names = relatedness_by_class(dataset, labels, solver.cluster_relatedness())
+    return TrialOutcome(metrics, trace, labels, relatedness, cluster_names, solver.diagnostics(),
+                        bool(solver.converged_))

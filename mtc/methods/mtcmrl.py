@@ -24,7 +24,8 @@ with H^(t,s) = diag(row sums of G^(t,s)) (= I on the simplex) and D^(s,t) = diag
 sums of G^(s,t)). ``w_update="paper"`` drops the (s, t) terms (D = 0 and R = sum_s W^s
 G^(t,s)'), as Eq. 7 prints. C is diagonal, so (*) decouples by columns into ridge systems
 (lambda X'X + c_j I) w_j = b_j sharing X: with the thin SVD X = U S V' (once per fit),
-w_j = V diag(1/(lambda s^2 + c_j)) V'b_j + (b_j - V V'b_j) / c_j (``w_solver="ridge"``).
+w_j = V diag(1/(lambda s^2 + c_j)) V'b_j + (b_j - V V'b_j) / c_j (``w_solver="ridge"``;
+the SVD comes from the n_t x n_t Gram matrix, cheap for documents where n_t << d).
 The paper's route (``w_solver="sylvester"``) solves the dual Sylvester equation Eq. 13
 for the multipliers Gamma (n_t x h_t): X X' Gamma + Gamma K / (2 lambda) = Y K - 2 alpha X R
 with K = 2C, then W = (X' Gamma + 2 alpha R) K^-1 (Eq. 10); both give the same W.
@@ -58,13 +59,45 @@ def sq_distances(Wt: np.ndarray, Ws: np.ndarray) -> np.ndarray:
     return np.maximum((Wt * Wt).sum(0)[:, None] + (Ws * Ws).sum(0)[None, :] - 2.0 * Wt.T @ Ws, 0.0)
 
 
+class RowSpace:
+    """An orthonormal basis Q (d x m) of the span of every task's rows and the all-ones vector.
+
+    Every W^t stays in this span (it starts at ones and each W update is built from X^t'Y and
+    the other tasks' W), and ||W||, ||W_i - W_j|| and X W are unchanged by writing W = Q Omega
+    and X = Z Q' with Z = X Q. So MTCMRL can run exactly in the m <= sum_t n_t + 1 coordinates
+    (m << d for documents). Everything is computed from the Gram matrix of the stacked rows.
+    """
+
+    def __init__(self, matrices):
+        ones = np.ones((1, matrices[0].shape[1]))
+        self.stack = sp.vstack([*matrices, sp.csr_matrix(ones)], format="csr") if any(map(sp.issparse, matrices)) \
+            else np.vstack([*matrices, ones])
+        gram = self.stack @ self.stack.T
+        gram = gram.toarray() if sp.issparse(gram) else gram
+        s2, U = scipy.linalg.eigh(gram)
+        keep = s2 > 1e-12 * s2.max()
+        self.coefficients = U[:, keep] / np.sqrt(s2[keep])[None, :]  # Q = stack' @ coefficients
+        coordinates = gram @ self.coefficients  # stack @ Q
+        bounds = np.cumsum([X.shape[0] for X in matrices])
+        self.Z = np.split(coordinates[:-1], bounds[:-1])
+        self.ones = coordinates[-1]  # Q' 1
+
+    def to_features(self, Omega: np.ndarray) -> np.ndarray:
+        """W = Q Omega in the original d features."""
+        return np.asarray(self.stack.T @ (self.coefficients @ Omega))
+
+
 class RidgeFactor:
-    """Thin SVD of one task's X, reused for every (lambda X'X + c I)^-1 b of the fit."""
+    """Thin SVD X = U S V' of one task's data, once per fit, for every
+    (lambda X'X + c I)^-1 b of the fit. Computed from the n x n Gram matrix X X' = U S^2 U'
+    (n << d for documents), V = X' U S^-1, keeping singular values above 1e-10 s_max."""
 
     def __init__(self, X):
-        dense = X.toarray() if sp.issparse(X) else X
-        self.U, self.s, Vt = scipy.linalg.svd(dense, full_matrices=False)
-        self.V = Vt.T
+        gram = X @ X.T
+        s2, U = scipy.linalg.eigh(gram.toarray() if sp.issparse(gram) else gram)
+        keep = s2 > (1e-10 * np.sqrt(max(s2.max(), 0.0))) ** 2
+        self.s = np.sqrt(s2[keep])
+        self.V = np.asarray(X.T @ U[:, keep]) / self.s[None, :]
 
     def solve(self, lam: float, c: np.ndarray, B: np.ndarray) -> np.ndarray:
         """Columns w_j = (lam X'X + c_j I)^-1 b_j."""
@@ -78,7 +111,7 @@ class MTCMRL(MultiTaskClusterer):
 
     def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, alpha=1.0, beta=0.5, affinity="cosine",
                  g_solver="projection", w_solver="ridge", w_update="exact", y_update="monotone",
-                 stopping="decrease", tol=1.0, max_iter=100, random_state=None):
+                 stopping="decrease", tol=1.0, max_iter=100, row_space=True, random_state=None):
         self.n_clusters = n_clusters
         self.lambda_ = lambda_
         self.mu = mu
@@ -92,6 +125,7 @@ class MTCMRL(MultiTaskClusterer):
         self.stopping = stopping
         self.tol = tol
         self.max_iter = max_iter
+        self.row_space = row_space
         self.random_state = random_state
 
     def _check_params(self):
@@ -174,13 +208,18 @@ class MTCMRL(MultiTaskClusterer):
     def _fit(self, matrices, n_clusters, rng):
         self._check_params()
         self._T = len(matrices)
-        self._X = matrices
         self._M = [affinity_matrix(X, self.affinity) for X in matrices]
         self._M_sq = [float(np.sum(M * M)) for M in self._M]
-        if self.w_solver == "ridge":
-            self._factors = [RidgeFactor(X) for X in matrices]
         self.Y_ = [kmeans_indicator(X, k, rng) for X, k in zip(matrices, n_clusters)]
-        self.W_ = [np.ones((X.shape[1], k)) for X, k in zip(matrices, n_clusters)]  # d x h_t (the text says n_t x h_t)
+        if self.row_space:  # exact change of coordinates, see RowSpace
+            space = RowSpace(matrices)
+            self._X = space.Z
+            self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]
+        else:
+            self._X = matrices
+            self.W_ = [np.ones((X.shape[1], k)) for X, k in zip(matrices, n_clusters)]  # d x h_t (the text says n_t x h_t)
+        if self.w_solver == "ridge":
+            self._factors = [RidgeFactor(X) for X in self._X]
         self.G_ = {(t, s): np.full((n_clusters[t], n_clusters[s]), 1.0 / n_clusters[s])
                    for t in range(self._T) for s in range(self._T) if s != t} if self.alpha > 0 else {}
         trace, w_norms = [self._objective()], [[float(np.linalg.norm(W)) for W in self.W_]]
@@ -200,6 +239,8 @@ class MTCMRL(MultiTaskClusterer):
         self.w_norm_trace_ = np.array(w_norms)
         self.n_iter_ = len(trace) - 1
         self.labels_ = [np.argmax(Y, axis=1) for Y in self.Y_]
+        if self.row_space:
+            self.W_ = [space.to_features(Omega) for Omega in self.W_]
         for name in ("_X", "_M", "_M_sq", "_factors"):
             self.__dict__.pop(name, None)
 
@@ -214,7 +255,7 @@ class SNMFLR(MTCMRL):
     """SNMF+LR: MTCMRL's single-task ablation, alpha = beta = 0 (no cross-task terms)."""
 
     def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, affinity="cosine", w_solver="ridge",
-                 y_update="monotone", stopping="decrease", tol=1.0, max_iter=100, random_state=None):
+                 y_update="monotone", stopping="decrease", tol=1.0, max_iter=100, row_space=True, random_state=None):
         super().__init__(n_clusters=n_clusters, lambda_=lambda_, mu=mu, alpha=0.0, beta=0.0, affinity=affinity,
                          w_solver=w_solver, y_update=y_update, stopping=stopping, tol=tol, max_iter=max_iter,
-                         random_state=random_state)
+                         row_space=row_space, random_state=random_state)
