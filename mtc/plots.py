@@ -23,9 +23,9 @@ def convergence_plot(trace: np.ndarray, path: str, title: str) -> None:
 
 def block_heatmap(blocks: dict[tuple[int, int], np.ndarray], row_labels: list[list[str]], task_names: list[str],
                   path: str, title: str) -> None:
-    """All G^(t,s) in one picture: block (t, s) of a sum_t h_t square matrix, the diagonal
-    blocks left blank, tick labels "<task>:<class>", lines between tasks. One axes keeps
-    this fast enough to draw for every trial (values are in the .csv files)."""
+    """All G^(t,s) in one picture: block (t, s) of a sum_t h_t square matrix, blocks not
+    given (MTCMRL's diagonal) left blank, tick labels "<task>:<class>", lines between tasks.
+    One axes keeps this fast enough to draw for every trial (values are in the .csv files)."""
     offsets = np.concatenate([[0], np.cumsum([len(labels) for labels in row_labels])])
     full = np.full((offsets[-1], offsets[-1]), np.nan)
     for (t, s), matrix in blocks.items():

@@ -151,14 +151,22 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
         for (t, s), matrix in outcome.relatedness.items():
             stem = os.path.join(tmp, f"G_{task_names[t]}__{task_names[s]}")
             np.save(f"{stem}.npy", matrix)
-            with open(f"{stem}.csv", "w") as handle:
-                handle.write("," + ",".join(names[s]) + "\n")
-                handle.writelines(f"{label}," + ",".join(f"{v:.6g}" for v in row) + "\n"
-                                  for label, row in zip(names[t], matrix))
+            labelled_csv(f"{stem}.csv", matrix, names[t], names[s])
+        if outcome.task_relatedness is not None:
+            np.save(os.path.join(tmp, "task_weights.npy"), outcome.task_relatedness)
+            labelled_csv(os.path.join(tmp, "task_weights.csv"), outcome.task_relatedness, task_names, task_names)
+            block_heatmap({(0, 0): outcome.task_relatedness}, [task_names], ["task"], os.path.join(tmp, "task_weights.png"),
+                          "task weights alpha (row t: weights of every task s for task t)")
         if outcome.relatedness:
             block_heatmap(outcome.relatedness, names, task_names, os.path.join(tmp, "relatedness.png"),
                           "cluster relatedness G(t,s), clusters mapped to classes")
         client.log_artifacts(run_id, tmp)
+
+
+def labelled_csv(path: str, matrix: np.ndarray, row_names: list[str], col_names: list[str]) -> None:
+    with open(path, "w") as handle:
+        handle.write("," + ",".join(col_names) + "\n")
+        handle.writelines(f"{label}," + ",".join(f"{v:.6g}" for v in row) + "\n" for label, row in zip(row_names, matrix))
 
 
 def log_sweep_summary(client, parent_id: str, best: dict, failed: int) -> None:

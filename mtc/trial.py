@@ -19,6 +19,7 @@ class TrialOutcome:
     labels: list[np.ndarray]
     relatedness: dict[tuple[int, int], np.ndarray]  # G^(t,s), rows/columns in matched-class order
     cluster_names: list[list[str]]  # per task: the class each row/column of its blocks matched
+    task_relatedness: np.ndarray | None
     diagnostics: dict[str, np.ndarray]
     converged: bool
 
@@ -61,8 +62,9 @@ def run_trial(dataset: MultiTaskDataset, method: str, params: dict, seed: int) -
         "n_iter": float(solver.n_iter_),
         "converged": float(solver.converged_),
         "fit_seconds": fit_seconds,
+        **solver.summary_metrics(),
     })
     labels = [np.asarray(l) for l in solver.labels_]
     relatedness, cluster_names = relatedness_by_class(dataset, labels, solver.cluster_relatedness())
-    return TrialOutcome(metrics, trace, labels, relatedness, cluster_names, solver.diagnostics(),
-                        bool(solver.converged_))
+    return TrialOutcome(metrics, trace, labels, relatedness, cluster_names, solver.task_relatedness(),
+                        solver.diagnostics(), bool(solver.converged_))

@@ -34,6 +34,14 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
         """Learned cluster relatedness between task pairs, {(t, s): h_t x h_s} (none here)."""
         return {}
 
+    def task_relatedness(self) -> np.ndarray | None:
+        """Learned T x T task relatedness (MTCFIR's task weights), or None."""
+        return None
+
+    def summary_metrics(self) -> dict[str, float]:
+        """Scalar diagnostics of the fit logged beside the scores, e.g. {"mmd/after": ...}."""
+        return {}
+
     def diagnostics(self) -> dict[str, np.ndarray]:
         """Per-iteration diagnostics besides the objective, {name: trace} (none here)."""
         return {}

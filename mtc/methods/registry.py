@@ -9,6 +9,7 @@ from __future__ import annotations
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.kernel_kmeans import KernelKMeans
 from mtc.methods.kmeans import KMeansClusterer, PooledKMeans
+from mtc.methods.mtcfir import MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR
 from mtc.methods.mtcmrl import MTCMRL, SNMFLR
 from mtc.methods.snmf import PooledSymmetricNMF, SymmetricNMF
 from mtc.methods.spectral import NormalizedCut, PooledNormalizedCut
@@ -23,6 +24,10 @@ METHODS: dict[str, type[MultiTaskClusterer]] = {
     "a_ncut": PooledNormalizedCut,
     "mtcmrl": MTCMRL,
     "snmf_lr": SNMFLR,
+    "mtcfir": MTCFIR,
+    "mtcfir_nf": MTCFIRnF,
+    "mtcfir_ni": MTCFIRnI,
+    "mtcfir_nr": MTCFIRnR,
 }
 
 # Set by the platform from the dataset and the trial, never by a method config.

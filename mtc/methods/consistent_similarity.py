@@ -1,0 +1,78 @@
+"""MTCFIR step 2: a consistent similarity matrix per task from every task's relations (Eq. 7-20).
+
+For task t: relation matrices V^(ts) (cosine, n_t x n_s) to every task s (s = t included),
+task weights alpha_s^t = |V^(ts) >= eps^t| / (n_t n_s) with eps^t the median over columns of
+the (l_t + 1)-th largest entry of V^(tt) (Eq. 20; the largest is the point itself), the
+distances A_ij = sum_s alpha_s^t ||V^(ts)_i - V^(ts)_j||^2 (Algorithm 3, line 6) and, per
+column j, the adaptive-neighbour solution of Eq. 14-19: with B_j the column sorted
+ascending (B_1j = A_jj = 0 is the point itself),
+
+  M_ij = (B_{l+2,j} - A_ij) / (l B_{l+2,j} - sum_{i'=2}^{l+1} B_i'j)  for the l nearest i,
+  M_ij = 0 otherwise,
+
+which puts every column on the simplex with exactly l non-zeros. Sec. 3.5 then scales each
+column to a maximum of 1 and symmetrises, M = (M + M') / 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics.pairwise import cosine_similarity
+
+
+def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
+    """V^(ts) = cosine(Z^t, Z^s) for every ordered pair, s = t included."""
+    return {(t, s): cosine_similarity(features[t], features[s])
+            for t in range(len(features)) for s in range(len(features))}
+
+
+def task_weights(relations: dict, n_neighbours: list[int]) -> np.ndarray:
+    """alpha[t, s] = alpha_s^t of Eq. 20 (T x T, unnormalised)."""
+    T = len(n_neighbours)
+    alpha = np.zeros((T, T))
+    for t in range(T):
+        Vtt = relations[(t, t)]
+        ranked = -np.sort(-Vtt, axis=0)  # U^t: each column in descending order
+        threshold = np.median(ranked[min(n_neighbours[t], Vtt.shape[0] - 1)])
+        for s in range(T):
+            alpha[t, s] = np.count_nonzero(relations[(t, s)] >= threshold) / relations[(t, s)].size
+    return alpha
+
+
+def row_sq_distances(V: np.ndarray) -> np.ndarray:
+    """||V_i - V_j||^2 between the rows of V (n_t x n_t)."""
+    norms = np.sum(V * V, axis=1)
+    return np.maximum(norms[:, None] + norms[None, :] - 2.0 * V @ V.T, 0.0)
+
+
+def adaptive_neighbours(A: np.ndarray, l: int) -> np.ndarray:
+    """Eq. 14-19 for every column of A at once: each column on the simplex, l non-zeros."""
+    n = A.shape[0]
+    if not 1 <= l <= n - 2:
+        raise ValueError(f"number of neighbours l must be in [1, n_t - 2 = {n - 2}], got {l}")
+    A = A.copy()
+    np.fill_diagonal(A, -np.inf)  # the point itself comes first (B_1j), never a neighbour
+    order = np.argpartition(A, l + 1, axis=0)[: l + 2]  # self, the l nearest, the (l+1)-th
+    picked = np.take_along_axis(A, order, axis=0)
+    sort = np.argsort(picked, axis=0)
+    order, picked = np.take_along_axis(order, sort, axis=0), np.take_along_axis(picked, sort, axis=0)
+    nearest, next_one = picked[1: l + 1], picked[l + 1]
+    denominator = l * next_one - nearest.sum(axis=0)  # 2 beta_j, Eq. 19
+    weights = (next_one[None, :] - nearest) / np.maximum(denominator, 1e-300)[None, :]  # Eq. 14, 16
+    tied = denominator <= 1e-300  # all l + 1 candidates equally far: share the mass evenly
+    weights[:, tied] = 1.0 / l
+    M = np.zeros((n, n))
+    np.put_along_axis(M, order[1: l + 1], weights, axis=0)
+    return M
+
+
+def consistent_similarity(relations: dict, t: int, alpha_row: np.ndarray, l: int) -> np.ndarray:
+    """M^t before rescaling (columns on the simplex), Algorithm 3 lines 6-10."""
+    A = sum(alpha_row[s] * row_sq_distances(relations[(t, s)]) for s in range(len(alpha_row)) if alpha_row[s] > 0)
+    return adaptive_neighbours(A, l)
+
+
+def rescale_and_symmetrise(M: np.ndarray) -> np.ndarray:
+    """Sec. 3.5: each column scaled to a maximum of 1, then (M + M') / 2."""
+    M = M / np.maximum(M.max(axis=0, keepdims=True), 1e-300)
+    return (M + M.T) / 2.0

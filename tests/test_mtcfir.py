@@ -1,0 +1,103 @@
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mtc.data.synthetic import make_synthetic
+from mtc.methods import MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR
+from mtc.methods.consistent_similarity import adaptive_neighbours, relation_matrices, row_sq_distances, task_weights
+from mtc.methods.msda import msda_features, msda_layer
+from mtc.metrics import accuracy
+from mtc.trial import run_trial
+
+
+def test_msda_closed_form_matches_the_average_over_many_corruptions():
+    rng = np.random.default_rng(0)
+    X = np.abs(rng.normal(size=(25, 6))) * (rng.random((25, 6)) < 0.6)
+    p, copies = 0.4, 4000
+    Xb = np.hstack([X, np.ones((25, 1))])
+    keep = rng.random((copies, 25, 7)) > p
+    keep[:, :, -1] = True  # the constant feature is never corrupted
+    corrupted = Xb[None] * keep
+    P = np.einsum("ni,cnj->ij", Xb, corrupted) / copies
+    Q = np.einsum("cni,cnj->ij", corrupted, corrupted) / copies
+    W = np.linalg.solve(Q, P.T).T  # least squares over the explicit corruptions, Eq. 3
+    explicit = np.tanh(Xb @ W[:6].T)
+    np.testing.assert_allclose(msda_layer(X, p, "dense"), explicit, atol=0.03)
+
+
+def test_dense_and_woodbury_routes_agree_on_dense_and_sparse_input():
+    rng = np.random.default_rng(1)
+    X = np.abs(rng.normal(size=(20, 40))) * (rng.random((20, 40)) < 0.3)
+    dense = msda_layer(X, 0.6, "dense")
+    np.testing.assert_allclose(msda_layer(X, 0.6, "woodbury"), dense, atol=1e-8)
+    np.testing.assert_allclose(msda_layer(sp.csr_matrix(X), 0.6, "woodbury"), dense, atol=1e-8)
+    stacked = msda_features(X, 0.6, 3)
+    assert stacked.shape == (20, 160) and np.allclose(stacked[:, :40], X)
+
+
+def test_bad_corruption_probability():
+    with pytest.raises(ValueError, match=r"corruption probability p must be in \[0, 1\)"):
+        msda_layer(np.ones((5, 3)), 1.0)
+
+
+def test_adaptive_neighbours_columns_are_on_the_simplex_with_exactly_l_nonzeros():
+    V = np.random.default_rng(2).random((30, 12))
+    A = row_sq_distances(V)
+    for l in (1, 4, 9):
+        M = adaptive_neighbours(A, l)
+        np.testing.assert_allclose(M.sum(axis=0), 1.0)
+        assert (M >= 0).all() and np.all(np.count_nonzero(M, axis=0) == l)
+        assert np.all(np.diag(M) == 0)
+        # the kept entries are the l nearest points of each column
+        nearest = np.argsort(A + np.diag(np.full(30, np.inf)), axis=0)[:l]
+        assert all(set(np.flatnonzero(M[:, j])) == set(nearest[:, j]) for j in range(30))
+
+
+def test_task_weights_prefer_a_related_task_over_an_unrelated_one():
+    related = make_synthetic(n_tasks=2, n_clusters=3, n_shared=3, seed=5)
+    unrelated = make_synthetic(n_tasks=1, n_clusters=3, n_shared=0, seed=99, n_features=40)
+    features = [related.tasks[0].X, related.tasks[1].X, unrelated.tasks[0].X]
+    alpha = task_weights(relation_matrices(features), [15, 15, 15])
+    normalised = alpha / np.diag(alpha)[:, None]
+    np.testing.assert_allclose(np.diag(normalised), 1.0)
+    assert normalised[0, 1] > normalised[0, 2] and normalised[1, 0] > normalised[1, 2]
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return make_synthetic(n_tasks=2, n_clusters=3, n_shared=2, samples_per_cluster=30, seed=6)
+
+
+@pytest.mark.parametrize("cls", [MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR])
+def test_mtcfir_and_ablations_recover_planted_clusters(cls, planted):
+    model = cls(n_clusters=3, random_state=0).fit(planted.matrices)
+    for task, labels in zip(planted.tasks, model.labels_):
+        assert accuracy(task.y, labels) >= 0.95
+    np.testing.assert_allclose(np.diag(model.task_weights_), 1.0)
+
+
+def test_snmf_step_objective_never_rises_with_the_monotone_update(planted):
+    model = MTCFIR(n_clusters=3, update="quarter", tol=0, max_iter=100, random_state=0).fit(planted.matrices)
+    trace = model.objective_trace_
+    assert len(trace) == 101 and np.all(np.diff(trace) <= 1e-9 * trace[0])
+
+
+def test_ablation_switches(planted):
+    assert np.all(MTCFIRnR(n_clusters=3, random_state=0).fit(planted.matrices).task_weights_ == 1.0)
+    nf = MTCFIRnF(n_clusters=3, random_state=0).fit(planted.matrices)
+    assert nf.mmd_after_ == nf.mmd_before_  # no new features
+    full = MTCFIR(n_clusters=3, random_state=0).fit(planted.matrices)
+    assert full.n_neighbours_ == [math.ceil(0.3 * 90 / 3)] * 2
+
+
+def test_trial_logs_task_weights_and_mmd(planted):
+    outcome = run_trial(planted, "mtcfir", {"neighbour_ratio": 0.3}, seed=0)
+    assert outcome.task_relatedness.shape == (2, 2)
+    assert {"mmd/before", "mmd/after"} <= set(outcome.metrics)
+
+
+def test_too_many_neighbours_is_rejected(planted):
+    with pytest.raises(ValueError, match="neighbour_ratio must be in"):
+        MTCFIR(n_clusters=3, neighbour_ratio=1.5).fit(planted.matrices)
