@@ -1,9 +1,11 @@
 """Multi-node readiness: a Ray head and a second Ray node on 127.0.0.1, one sweep across both."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,21 +25,50 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_port(port: int, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    """End one `ray start --block` and the Ray processes it started (its process group);
+    `ray stop` would also stop every other Ray instance on the machine."""
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @pytest.fixture
 def two_node_cluster(tmp_path, monkeypatch):
     # Every ray command and the driver must agree on the auth mode (STACK_NOTES.md).
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     port = free_port()
-    common = ["--num-cpus=1", "--disable-usage-stats", "--object-store-memory=100000000"]
+    common = ["--num-cpus=1", "--disable-usage-stats", "--object-store-memory=100000000", "--block"]
+    nodes = []
     try:
-        subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                        "--include-dashboard=false", *common], check=True, env=env, capture_output=True, timeout=120)
-        subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", *common],
-                       check=True, env=env, capture_output=True, timeout=120)
+        nodes.append(subprocess.Popen([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                                       "--include-dashboard=false", *common], env=env, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for_port(port)
+        nodes.append(subprocess.Popen([RAY, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1",
+                                       *common], env=env, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        for node in reversed(nodes):
+            stop(node)
 
 
 def test_sweep_spreads_over_two_nodes_with_one_child_run_per_trial(two_node_cluster, tmp_path):
