@@ -10,6 +10,7 @@ the final objective), writes it to the output directory and logs it to the paren
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import hydra
@@ -36,14 +37,15 @@ def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trial
     run_id = trial["run_id"]
     client = tracking.client_for(tracking_uri)
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
-    client.set_tag(run_id, "mtc.node_id", ray.get_runtime_context().get_node_id())
+    tags = {"mtc.node_id": ray.get_runtime_context().get_node_id()}
     try:
         with threadpool_limits(limits=cpus):
             outcome = run_trial(dataset, method, trial["params"], trial["seed"])
         trial_config = {"method": method, "params": trial["params"], "seed": trial["seed"],
                         "grid_point": trial["point"], "data": data_config}
-        tracking.log_trial(client, run_id, outcome, trial_config, dataset.task_names)
+        tracking.log_trial(client, run_id, outcome, trial_config, dataset.task_names, tags)
     except Exception as error:
+        client.set_tag(run_id, "mtc.node_id", tags["mtc.node_id"])
         tracking.fail_run(client, run_id, error)
         raise
     client.set_terminated(run_id, "FINISHED")
@@ -55,6 +57,9 @@ def run_trials_on_ray(cfg: DictConfig, dataset, method: str, data_config: dict, 
     """Run the trials; returns the wall seconds of the Tuner (Ray start-up excluded)."""
     import time
 
+    # Every trial is logged to MLflow: Tune's own per-trial JSON/CSV/TensorBoard files would
+    # only cost the driver CPU that the trials need.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     import ray
     from ray import tune
 

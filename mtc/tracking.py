@@ -126,8 +126,8 @@ def log_params(client, run_id: str, params: dict) -> None:
     client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in flatten(params).items()])
 
 
-def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list[str]) -> None:
-    """Params, metrics, the objective trace (with step), labels, config, plots."""
+def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list[str], tags: dict | None = None) -> None:
+    """Params, metrics, the objective trace (with step), tags, labels, config, plots."""
     import mlflow.entities as entities
 
     from mtc.plots import block_heatmap, convergence_plot
@@ -140,6 +140,7 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
     client.log_batch(
         run_id, metrics=metrics,
         params=[entities.Param(k, v[:6000]) for k, v in flatten(trial_config).items()],
+        tags=[entities.RunTag(k, str(v)) for k, v in (tags or {}).items()],
     )
     with tempfile.TemporaryDirectory() as tmp:
         np.savez_compressed(os.path.join(tmp, "labels.npz"), **dict(zip(task_names, outcome.labels)))

@@ -11,17 +11,14 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from mtc.data.sources import configured_dir
 from mtc.tasks import MultiTaskDataset, Task
 
 CACHE_VERSION = 1  # bump when a builder's output changes for the same config
 
 
 def cache_dir(configured: str | None = None) -> Path:
-    if configured:
-        return Path(configured).expanduser().resolve()
-    if os.environ.get("MTC_CACHE_DIR"):
-        return Path(os.environ["MTC_CACHE_DIR"]).expanduser().resolve()
-    return Path("~/.cache/mtc/processed").expanduser().resolve()
+    return configured_dir(configured, "MTC_CACHE_DIR", "~/.cache/mtc/processed")
 
 
 def cache_key(name: str, builder: str, params: dict, checksums: dict[str, str]) -> str:

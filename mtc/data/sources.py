@@ -80,12 +80,13 @@ class RawDataError(ValueError):
     """A raw file is missing or does not match its checksum."""
 
 
+def configured_dir(configured: str | None, env_var: str, default: str) -> Path:
+    """The configured folder, else the one the env var names, else the default (absolute)."""
+    return Path(configured or os.environ.get(env_var) or default).expanduser().resolve()
+
+
 def data_root(configured: str | None = None) -> Path:
-    if configured:
-        return Path(configured).expanduser().resolve()
-    if os.environ.get("MTC_DATA_DIR"):
-        return Path(os.environ["MTC_DATA_DIR"]).expanduser().resolve()
-    return Path("~/.cache/mtc").expanduser().resolve()
+    return configured_dir(configured, "MTC_DATA_DIR", "~/.cache/mtc")
 
 
 def file_checksum(path: Path, algorithm: str) -> str:
