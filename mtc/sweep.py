@@ -10,7 +10,6 @@ the final objective), writes it to the output directory and logs it to the paren
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import hydra
@@ -22,7 +21,7 @@ from mtc.config import data_spec, method_spec, stable_hash, tracking_settings, t
 from mtc.report import best_point, grid_csv, report_markdown, summarize
 
 
-def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trials):
+def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trials, plots=True):
     """One Ray Tune trial: fit, log to its pre-created MLflow child run, report.
 
     ``config["trial"]`` is the trial key; ``trials`` maps it to the trial (with its run id).
@@ -43,7 +42,7 @@ def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trial
             outcome = run_trial(dataset, method, trial["params"], trial["seed"])
         trial_config = {"method": method, "params": trial["params"], "seed": trial["seed"],
                         "grid_point": trial["point"], "data": data_config}
-        tracking.log_trial(client, run_id, outcome, trial_config, dataset.task_names, tags)
+        tracking.log_trial(client, run_id, outcome, trial_config, dataset.task_names, tags, plots)
     except Exception as error:
         client.set_tag(run_id, "mtc.node_id", tags["mtc.node_id"])
         tracking.fail_run(client, run_id, error)
@@ -57,9 +56,6 @@ def run_trials_on_ray(cfg: DictConfig, dataset, method: str, data_config: dict, 
     """Run the trials; returns the wall seconds of the Tuner (Ray start-up excluded)."""
     import time
 
-    # Every trial is logged to MLflow: Tune's own per-trial JSON/CSV/TensorBoard files would
-    # only cost the driver CPU that the trials need.
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     import ray
     from ray import tune
 
@@ -71,7 +67,7 @@ def run_trials_on_ray(cfg: DictConfig, dataset, method: str, data_config: dict, 
         ray.init(address=address)
     try:
         trainable = tune.with_parameters(sweep_trainable, dataset=dataset, method=method, data_config=data_config,
-                                         tracking_uri=tracking_uri, trials=trials)
+                                         tracking_uri=tracking_uri, trials=trials, plots=bool(cfg.mlflow.trial_plots))
         trainable = tune.with_resources(trainable, {"cpu": cfg.sweep.cpus_per_trial})
         tuner = tune.Tuner(
             trainable,

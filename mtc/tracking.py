@@ -126,8 +126,10 @@ def log_params(client, run_id: str, params: dict) -> None:
     client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in flatten(params).items()])
 
 
-def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list[str], tags: dict | None = None) -> None:
-    """Params, metrics, the objective trace (with step), tags, labels, config, plots."""
+def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list[str], tags: dict | None = None,
+              plots: bool = True) -> None:
+    """Params, metrics, the objective trace (with step), tags, labels, config and, when
+    ``plots``, the convergence and relatedness PNGs (about half of the logging time)."""
     import mlflow.entities as entities
 
     from mtc.plots import block_heatmap, convergence_plot
@@ -146,8 +148,9 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
         np.savez_compressed(os.path.join(tmp, "labels.npz"), **dict(zip(task_names, outcome.labels)))
         Path(tmp, "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
         np.savetxt(os.path.join(tmp, "objective_trace.csv"), outcome.objective_trace, delimiter=",")
-        convergence_plot(outcome.objective_trace, os.path.join(tmp, "convergence.png"),
-                         f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
+        if plots:
+            convergence_plot(outcome.objective_trace, os.path.join(tmp, "convergence.png"),
+                             f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
         names = outcome.cluster_names
         for (t, s), matrix in outcome.relatedness.items():
             stem = os.path.join(tmp, f"G_{task_names[t]}__{task_names[s]}")
@@ -156,9 +159,11 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
         if outcome.task_relatedness is not None:
             np.save(os.path.join(tmp, "task_weights.npy"), outcome.task_relatedness)
             labelled_csv(os.path.join(tmp, "task_weights.csv"), outcome.task_relatedness, task_names, task_names)
-            block_heatmap({(0, 0): outcome.task_relatedness}, [task_names], ["task"], os.path.join(tmp, "task_weights.png"),
-                          "task weights alpha (row t: weights of every task s for task t)")
-        if outcome.relatedness:
+            if plots:
+                block_heatmap({(0, 0): outcome.task_relatedness}, [task_names], ["task"],
+                              os.path.join(tmp, "task_weights.png"),
+                              "task weights alpha (row t: weights of every task s for task t)")
+        if outcome.relatedness and plots:
             block_heatmap(outcome.relatedness, names, task_names, os.path.join(tmp, "relatedness.png"),
                           "cluster relatedness G(t,s), clusters mapped to classes")
         client.log_artifacts(run_id, tmp)

@@ -17,13 +17,20 @@ column to a maximum of 1 and symmetrises, M = (M + M') / 2.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics.pairwise import cosine_similarity
+import scipy.sparse as sp
+from sklearn.preprocessing import normalize
 
 
 def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
-    """V^(ts) = cosine(Z^t, Z^s) for every ordered pair, s = t included."""
-    return {(t, s): cosine_similarity(features[t], features[s])
-            for t in range(len(features)) for s in range(len(features))}
+    """V^(ts) = cosine(Z^t, Z^s) for every ordered pair, s = t included (V^(st) = V^(ts)')."""
+    unit = [normalize(Z) for Z in features]
+    relations = {}
+    for t in range(len(unit)):
+        for s in range(t, len(unit)):
+            V = unit[t] @ unit[s].T
+            relations[(t, s)] = V.toarray() if sp.issparse(V) else np.asarray(V)
+            relations[(s, t)] = relations[(t, s)].T
+    return relations
 
 
 def task_weights(relations: dict, n_neighbours: list[int]) -> np.ndarray:
