@@ -35,6 +35,21 @@ def wait_for_port(port: int, seconds: float = 60.0) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
 
 
+def wait_for_nodes(address: str, count: int, seconds: float = 120.0) -> None:
+    """Block until the cluster has `count` live nodes (a loaded machine can take a while)."""
+    import ray
+
+    ray.init(address=address, logging_level="ERROR")
+    try:
+        deadline = time.monotonic() + seconds
+        while sum(node["Alive"] for node in ray.nodes()) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {sum(n['Alive'] for n in ray.nodes())} of {count} Ray nodes after {seconds} s")
+            time.sleep(1.0)
+    finally:
+        ray.shutdown()
+
+
 def stop(process: subprocess.Popen) -> None:
     """End one `ray start --block` and the Ray processes it started (its process group);
     `ray stop` would also stop every other Ray instance on the machine."""
@@ -65,6 +80,7 @@ def two_node_cluster(tmp_path, monkeypatch):
         nodes.append(subprocess.Popen([RAY, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1",
                                        *common], env=env, start_new_session=True,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for_nodes(f"127.0.0.1:{port}", 2)
         yield f"127.0.0.1:{port}"
     finally:
         for node in reversed(nodes):
