@@ -90,5 +90,5 @@ def grid_csv(summaries: list[PointSummary]) -> str:
     writer.writerow(["point", "n_runs", "n_failed"] + [f"{k} {stat}" for k in keys for stat in ("mean", "std")])
     for s in summaries:
         writer.writerow([s.point, s.n_runs, s.n_failed] +
-                        [f"{s.__dict__[stat].get(k, float('nan')):.6g}" for k in keys for stat in ("mean", "std")])
+                        [f"{getattr(s, stat).get(k, float('nan')):.6g}" for k in keys for stat in ("mean", "std")])
     return out.getvalue()

@@ -21,7 +21,7 @@ from mtc.config import data_spec, method_spec, stable_hash, tracking_settings, t
 from mtc.report import best_point, grid_csv, report_markdown, summarize
 
 
-def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trials, plots=True):
+def sweep_trainable(config, *, dataset, method, data_config, tracking_uri, trials, plots):
     """One Ray Tune trial: fit, log to its pre-created MLflow child run, report.
 
     ``config["trial"]`` is the trial key; ``trials`` maps it to the trial (with its run id).
