@@ -101,3 +101,37 @@ def test_trial_logs_task_weights_and_mmd(planted):
 def test_too_many_neighbours_is_rejected(planted):
     with pytest.raises(ValueError, match="neighbour_ratio must be in"):
         MTCFIR(n_clusters=3, neighbour_ratio=1.5).fit(planted.matrices)
+
+
+def test_seed_independent_steps_are_memoised_and_shared_read_only(planted):
+    from mtc.methods import mtcfir as module
+    from mtc.methods.memo import Memo
+
+    calls = []
+    original = MTCFIR._similarity_step
+
+    def counting(self, features, neighbours):
+        calls.append(1)
+        return original(self, features, neighbours)
+
+    module._SIMILARITIES = Memo(size=2)
+    MTCFIR._similarity_step = counting
+    try:
+        first = MTCFIR(n_clusters=3, random_state=0).fit(planted.matrices)
+        second = MTCFIR(n_clusters=3, random_state=1).fit(planted.matrices)
+        MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0).fit(planted.matrices)
+    finally:
+        MTCFIR._similarity_step = original
+    assert len(calls) == 2  # the second seed reused step 2; a new neighbour ratio did not
+    np.testing.assert_array_equal(first.task_weights_, second.task_weights_)
+    alpha, similarities = next(iter(module._SIMILARITIES.results.values()))
+    assert not alpha.flags.writeable and not similarities[0].flags.writeable
+
+
+def test_memo_keeps_the_most_recent_results():
+    from mtc.methods.memo import Memo
+
+    memo = Memo(size=2)
+    for key in ("a", "b", "a", "c"):
+        memo.get(key, lambda: np.zeros(2))
+    assert list(memo.results) == ["a", "c"]

@@ -18,11 +18,11 @@ Cost O(N^2 d) instead of O(d^3): documents have N << d.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+
+from mtc.methods.memo import Memo, fingerprint
 
 REGULARISATION = 1e-5
 
@@ -67,28 +67,16 @@ def msda_layer(X, p: float, route: str = "auto") -> np.ndarray:
 def msda_features(X, p: float, n_layers: int, route: str = "auto") -> np.ndarray:
     """[h^0, h^1, ..., h^g] side by side (N x d(g+1)), h^0 = X (MTCFIR Algorithm 2).
 
-    mSDA is deterministic, so the result is kept for the last few (data, p, g) seen in this
-    process: in a sweep, trials that differ only in seed or neighbour ratio reuse it."""
-    key = (_fingerprint(X), float(p), int(n_layers), route)
-    if key not in _CACHE:
+    Deterministic, so memoised per process (mtc.methods.memo): in a sweep, trials that
+    differ only in seed or neighbour ratio reuse it."""
+
+    def compute():
         layers = [_dense(X)]
         for _ in range(n_layers):
             layers.append(msda_layer(layers[-1], p, route))
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        features = np.hstack(layers)
-        features.flags.writeable = False  # shared between trials: nobody may change it
-        _CACHE[key] = features
-    return _CACHE[key]
+        return np.hstack(layers)
+
+    return _FEATURES.get((fingerprint(X), float(p), int(n_layers), route), compute)
 
 
-_CACHE: dict = {}
-_CACHE_SIZE = 2
-
-
-def _fingerprint(X) -> str:
-    digest = hashlib.sha1(str(X.shape).encode())
-    parts = (X.indptr, X.indices, X.data) if sp.issparse(X) else (np.ascontiguousarray(X),)
-    for part in parts:
-        digest.update(np.ascontiguousarray(part).tobytes())
-    return digest.hexdigest()
+_FEATURES = Memo(size=2)

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from mtc.methods.base import MultiTaskClusterer, summed_traces
+from mtc.methods.memo import Memo, fingerprint
 from mtc.methods.consistent_similarity import (consistent_similarity, relation_matrices, rescale_and_symmetrise,
                                                task_weights)
 from mtc.methods.msda import msda_features
@@ -35,6 +36,9 @@ def mean_embedding_mmd(features: list) -> float:
     means = [np.asarray(normalize(Z).mean(axis=0)).ravel() for Z in features]
     pairs = [(t, s) for t in range(len(means)) for s in range(t + 1, len(means))]
     return float(np.mean([np.sum((means[t] - means[s]) ** 2) for t, s in pairs])) if pairs else 0.0
+
+
+_SIMILARITIES = Memo(size=2)
 
 
 class MTCFIR(MultiTaskClusterer):
@@ -71,16 +75,11 @@ class MTCFIR(MultiTaskClusterer):
         else:
             features = matrices
         self.mmd_after_ = mean_embedding_mmd(features)
-        relations = relation_matrices(features) if self.consistent or self.learned_weights else None
-        T = len(matrices)
-        alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
+        key = (fingerprint(*features), tuple(neighbours), self.consistent, self.learned_weights)
+        alpha, similarities = _SIMILARITIES.get(key, lambda: self._similarity_step(features, neighbours))
         self.task_weights_ = alpha / np.diag(alpha)[:, None]  # alpha_t^t = 1, as Tables 8-11
         fits = []
-        for t in range(T):  # steps 2 and 3
-            if self.consistent:
-                M = rescale_and_symmetrise(consistent_similarity(relations, t, alpha[t], neighbours[t]))
-            else:
-                M = cosine_affinity(features[t])
+        for t, M in enumerate(similarities):  # step 3
             _, fit = snmf(M, kmeans_indicator(features[t], n_clusters[t], rng), update=self.update,
                           stopping=self.stopping, tol=self.tol, max_iter=self.max_iter)
             fits.append(fit)
@@ -89,6 +88,17 @@ class MTCFIR(MultiTaskClusterer):
         self.n_iter_ = max(fit.n_iter for fit in fits)
         self.converged_ = all(fit.converged for fit in fits)
         self.n_neighbours_ = neighbours
+
+    def _similarity_step(self, features, neighbours) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Step 2: task weights alpha and one similarity matrix per task (no randomness, so
+        memoised per process: the seeds of a grid point share it)."""
+        T = len(features)
+        relations = relation_matrices(features) if self.consistent or self.learned_weights else None
+        alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
+        if self.consistent:
+            return alpha, [rescale_and_symmetrise(consistent_similarity(relations, t, alpha[t], neighbours[t]))
+                           for t in range(T)]
+        return alpha, [cosine_affinity(Z) for Z in features]
 
     def task_relatedness(self) -> np.ndarray:
         return self.task_weights_
