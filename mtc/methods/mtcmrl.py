@@ -46,7 +46,7 @@ import scipy.sparse as sp
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.convergence import check_stopping_rule, has_converged
 from mtc.methods.simplex import G_SOLVERS, solve_simplex_rows
-from mtc.methods.snmf import EPS, kmeans_indicator
+from mtc.methods.snmf import EPS, gram_svd, kmeans_indicator
 from mtc.similarity import affinity_matrix
 
 W_UPDATES = ("exact", "paper")
@@ -72,12 +72,9 @@ class RowSpace:
         ones = np.ones((1, matrices[0].shape[1]))
         self.stack = sp.vstack([*matrices, sp.csr_matrix(ones)], format="csr") if any(map(sp.issparse, matrices)) \
             else np.vstack([*matrices, ones])
-        gram = self.stack @ self.stack.T
-        gram = gram.toarray() if sp.issparse(gram) else gram
-        s2, U = scipy.linalg.eigh(gram)
-        keep = s2 > 1e-12 * s2.max()
-        self.coefficients = U[:, keep] / np.sqrt(s2[keep])[None, :]  # Q = stack' @ coefficients
-        coordinates = gram @ self.coefficients  # stack @ Q
+        U, s = gram_svd(self.stack)
+        self.coefficients = U / s[None, :]  # Q = stack' @ coefficients
+        coordinates = U * s[None, :]  # stack @ Q
         bounds = np.cumsum([X.shape[0] for X in matrices])
         self.Z = np.split(coordinates[:-1], bounds[:-1])
         self.ones = coordinates[-1]  # Q' 1
@@ -88,16 +85,12 @@ class RowSpace:
 
 
 class RidgeFactor:
-    """Thin SVD X = U S V' of one task's data, once per fit, for every
-    (lambda X'X + c I)^-1 b of the fit. Computed from the n x n Gram matrix X X' = U S^2 U'
-    (n << d for documents), V = X' U S^-1, keeping singular values above 1e-10 s_max."""
+    """Thin SVD X = U S V' of one task's data (from its Gram matrix, see gram_svd), once per
+    fit, for every (lambda X'X + c I)^-1 b of the fit."""
 
     def __init__(self, X):
-        gram = X @ X.T
-        s2, U = scipy.linalg.eigh(gram.toarray() if sp.issparse(gram) else gram)
-        keep = s2 > (1e-10 * np.sqrt(max(s2.max(), 0.0))) ** 2
-        self.s = np.sqrt(s2[keep])
-        self.V = np.asarray(X.T @ U[:, keep]) / self.s[None, :]
+        U, self.s = gram_svd(X)
+        self.V = np.asarray(X.T @ U) / self.s[None, :]
 
     def solve(self, lam: float, c: np.ndarray, B: np.ndarray) -> np.ndarray:
         """Columns w_j = (lam X'X + c_j I)^-1 b_j."""

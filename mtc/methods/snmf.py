@@ -26,14 +26,21 @@ UPDATE_RULES = ("sqrt", "plain", "damped", "quarter")
 EPS = 1e-12  # only ever added to denominators
 
 
-def row_space_coordinates(X) -> np.ndarray:
-    """n x r coordinates of the rows of X in an orthonormal basis of their span: every
-    pairwise distance and inner product is kept, so k-means on them is k-means on X, but
-    costs O(n r) per step instead of O(n d) when d > n (documents, stacked mSDA features)."""
+def gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
+    """(U, s) of the thin SVD X = U S V' computed from the n x n Gram matrix X X' = U S^2 U'
+    (cheap when d > n), keeping singular values with s^2 > 1e-12 s_max^2. V = X' U / s."""
     gram = X @ X.T
     s2, U = scipy.linalg.eigh(gram.toarray() if sp.issparse(gram) else gram)
     keep = s2 > 1e-12 * max(s2.max(), 1e-300)
-    return U[:, keep] * np.sqrt(s2[keep])[None, :]
+    return U[:, keep], np.sqrt(s2[keep])
+
+
+def row_space_coordinates(X) -> np.ndarray:
+    """n x r coordinates U S of the rows of X in an orthonormal basis of their span: every
+    pairwise distance and inner product is kept, so k-means on them is k-means on X, but
+    costs O(n r) per step instead of O(n d) when d > n (documents, stacked mSDA features)."""
+    U, s = gram_svd(X)
+    return U * s[None, :]
 
 
 def kmeans_indicator(X, k: int, rng: np.random.Generator, offset: float = 0.2) -> np.ndarray:
