@@ -122,3 +122,32 @@ def test_row_space_coordinates_give_the_same_fit(planted):
     for W_reduced, W_full in zip(fits[0].W_, fits[1].W_):
         assert W_reduced.shape == W_full.shape == (planted.n_features, 4)
         np.testing.assert_allclose(W_reduced, W_full, rtol=1e-7, atol=1e-9)
+
+
+def test_seed_independent_preparation_is_memoised_and_leaves_the_input_writable(planted):
+    from mtc.methods import mtcmrl as module
+    from mtc.methods.memo import Memo
+
+    calls = []
+    original = MTCMRL._prepare
+
+    def counting(self, matrices):
+        calls.append(1)
+        return original(self, matrices)
+
+    module._PREPARED = Memo(size=1)
+    MTCMRL._prepare = counting
+    try:
+        first = MTCMRL(n_clusters=4, random_state=3).fit(planted.matrices)
+        again = MTCMRL(n_clusters=4, alpha=2.0, random_state=3).fit(planted.matrices)
+        MTCMRL(n_clusters=4, random_state=3).fit(planted.matrices)
+    finally:
+        MTCMRL._prepare = original
+    assert len(calls) == 1  # another alpha and a repeat reused the preparation
+    assert not np.array_equal(first.objective_trace_, again.objective_trace_)
+    module._PREPARED = Memo(size=1)
+    fresh = MTCMRL(n_clusters=4, random_state=3).fit(planted.matrices)
+    np.testing.assert_array_equal(first.objective_trace_, fresh.objective_trace_)
+    assert all(X.flags.writeable for X in planted.matrices)
+    MTCMRL(n_clusters=4, row_space=False, random_state=3).fit(planted.matrices)
+    assert all(X.flags.writeable for X in planted.matrices)

@@ -45,6 +45,7 @@ import scipy.sparse as sp
 
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.convergence import check_stopping_rule, has_converged
+from mtc.methods.memo import Memo, fingerprint
 from mtc.methods.simplex import G_SOLVERS, solve_simplex_rows
 from mtc.methods.snmf import EPS, gram_svd, kmeans_indicator
 from mtc.similarity import affinity_matrix
@@ -97,6 +98,9 @@ class RidgeFactor:
         VtB = self.V.T @ B
         inside = self.V @ (VtB / (lam * self.s[:, None] ** 2 + c[None, :]))
         return inside + (B - self.V @ VtB) / c[None, :]
+
+
+_PREPARED = Memo(size=1)
 
 
 class MTCMRL(MultiTaskClusterer):
@@ -198,21 +202,29 @@ class MTCMRL(MultiTaskClusterer):
             exponent /= 2.0
 
     # --- fit -----------------------------------------------------------------------------
+    def _prepare(self, matrices) -> tuple:
+        """The seed- and parameter-free part of a fit: similarities M^t with ||M^t||^2, the
+        row space (or None) and the ridge factors of the data in the coordinates used (or
+        None). Memoised per process (mtc.methods.memo): in a sweep, every grid point and seed
+        on the same data shares it."""
+        M = [affinity_matrix(X, self.affinity) for X in matrices]
+        M_sq = [float(np.sum(Mt * Mt)) for Mt in M]
+        space = RowSpace(matrices) if self.row_space else None  # exact change of coordinates, see RowSpace
+        X = space.Z if space is not None else matrices
+        factors = [RidgeFactor(Xt) for Xt in X] if self.w_solver == "ridge" else None
+        return M, M_sq, space, factors
+
     def _fit(self, matrices, n_clusters, rng):
         self._check_params()
         self._T = len(matrices)
-        self._M = [affinity_matrix(X, self.affinity) for X in matrices]
-        self._M_sq = [float(np.sum(M * M)) for M in self._M]
+        key = (fingerprint(*matrices), self.affinity, self.row_space, self.w_solver)
+        self._M, self._M_sq, space, self._factors = _PREPARED.get(key, lambda: self._prepare(matrices))
+        self._X = space.Z if space is not None else matrices
         self.Y_ = [kmeans_indicator(X, k, rng) for X, k in zip(matrices, n_clusters)]
-        if self.row_space:  # exact change of coordinates, see RowSpace
-            space = RowSpace(matrices)
-            self._X = space.Z
+        if self.row_space:
             self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]
         else:
-            self._X = matrices
             self.W_ = [np.ones((X.shape[1], k)) for X, k in zip(matrices, n_clusters)]  # d x h_t (the text says n_t x h_t)
-        if self.w_solver == "ridge":
-            self._factors = [RidgeFactor(X) for X in self._X]
         self.G_ = {(t, s): np.full((n_clusters[t], n_clusters[s]), 1.0 / n_clusters[s])
                    for t in range(self._T) for s in range(self._T) if s != t} if self.alpha > 0 else {}
         trace, w_norms = [self._objective()], [[float(np.linalg.norm(W)) for W in self.W_]]
