@@ -1,9 +1,10 @@
 """Sweep overhead: wall time per trial beyond the fit itself, and how busy the CPUs are.
 
-    python benchmarks/sweep_overhead.py [n_trials]
+    python benchmarks/sweep_overhead.py [n_points] [repeats] [seeds_per_trial]
 
-Runs k-means (n_init=1) on a tiny synthetic dataset as a grid of n_trials trials on local
-Ray with all CPUs, then prints: Tuner wall time (Ray start-up excluded), the summed fit time
+Runs k-means (n_init=1) on a tiny synthetic dataset as a grid of n_points points x repeats
+seeds (default 40 x 1) on local Ray with all CPUs, with sweep.seeds_per_trial (default
+auto), then prints: Tuner wall time (Ray start-up excluded), the summed fit time
 read back from MLflow, the overhead per trial = (wall x CPUs - summed fit) / n_trials, and
 the machine's CPU utilisation during the Tuner (from /proc/stat).
 """
@@ -28,14 +29,14 @@ def cpu_times():
     return sum(fields) - idle, sum(fields)
 
 
-def main(n_trials: int = 40):
+def main(n_points: int = 40, repeats: int = 1, seeds_per_trial: str = "auto"):
     tmp = Path(tempfile.mkdtemp(prefix="mtc-bench-"))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
             f"output_dir={tmp}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
             f"mlflow.artifact_root={tmp / 'artifacts'}", "sweep.verbose=0", "method=kmeans",
-            "method.params.n_init=1", f"++method.grid.max_iter=[{','.join(str(300 + i) for i in range(n_trials))}]",
-            "sweep.repeats=1", "data.params.n_tasks=2", "data.params.samples_per_cluster=20",
+            "method.params.n_init=1", f"++method.grid.max_iter=[{','.join(str(300 + i) for i in range(n_points))}]",
+            f"sweep.repeats={repeats}", f"sweep.seeds_per_trial={seeds_per_trial}", "data.params.n_tasks=2", "data.params.samples_per_cluster=20",
         ])
     samples = []
     stop = threading.Event()
@@ -62,7 +63,7 @@ def main(n_trials: int = 40):
             if t1 - t0 >= 0.8 * wall:
                 best = max(best, (busy1 - busy0) / max(total1 - total0, 1))
                 break
-    print(f"trials: {result['trials_run']}  CPUs: {cpus}")
+    print(f"trials: {result['trials_run']} in {result['tune_trials']} Ray Tune trials  CPUs: {cpus}")
     print(f"Tuner wall time (Ray start-up excluded): {wall:.2f} s")
     print(f"summed fit time: {fit_total:.2f} s (mean {fit_total / len(runs):.3f} s per trial)")
     print(f"overhead per trial beyond the fit: {(wall * cpus - fit_total) / len(runs):.3f} s of a CPU "
@@ -71,4 +72,4 @@ def main(n_trials: int = 40):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)
+    main(*(int(arg) if arg.isdigit() else arg for arg in sys.argv[1:4]))

@@ -91,6 +91,35 @@ def trial_list(spec: MethodSpec, repeats: int) -> list[dict]:
     return trials
 
 
+def seeds_per_trial(setting, n_trials: int, repeats: int, parallel_slots: int) -> int:
+    """How many seeds of one grid point a Ray Tune trial runs.
+
+    An int is taken as it is; "auto" takes the largest batch (at most ``repeats``) that still
+    leaves four Tune trials per parallel slot, so small sweeps and big clusters keep one seed
+    per trial and only long sweeps on few CPUs batch (Tune costs ~0.3 s wall per trial).
+    """
+    if setting == "auto":
+        return max(1, min(repeats, n_trials // (4 * max(1, parallel_slots))))
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
+        raise ValueError(f"sweep.seeds_per_trial must be 'auto' or a positive integer, got {setting!r}")
+    return setting
+
+
+def seed_batches(trials: list[dict], size: int) -> dict[str, list[dict]]:
+    """The trials in batches of at most ``size`` seeds of one grid point, keyed by a name
+    for the Tune trial ("<point> seeds=<first>-<last>"); the order of ``trials`` is kept."""
+    by_point: dict[str, list[dict]] = {}
+    for trial in trials:
+        by_point.setdefault(trial["label"], []).append(trial)
+    batches = {}
+    for label, point_trials in by_point.items():
+        for start in range(0, len(point_trials), size):
+            batch = point_trials[start:start + size]
+            seeds = f"{batch[0]['seed']}" if len(batch) == 1 else f"{batch[0]['seed']}-{batch[-1]['seed']}"
+            batches[f"{label} seeds={seeds}"] = batch
+    return batches
+
+
 def stable_hash(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -56,7 +56,8 @@ def test_finished_child_has_metrics_trace_params_and_artifacts(finished_sweep):
     assert [m.step for m in history] == list(range(len(history))) and len(history) >= 1
     assert history[-1].value == pytest.approx(run.data.metrics["objective/final"])
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"labels.npz", "config.json", "convergence.png", "objective_trace.csv"} <= names
+    assert {"labels.npz", "config.json", "objective_trace.csv"} <= names
+    assert "convergence.png" not in names  # drawn once per best grid point, on the parent
     labels = np.load(client.download_artifacts(run.info.run_id, "labels.npz"))
     assert sorted(labels.files) == ["task0", "task1"] and labels["task0"].shape == (80,)
 
@@ -71,7 +72,7 @@ def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     report = (tmp / "outputs" / "kkm-synthetic" / "report.md").read_text()
     assert "2 trial(s) failed" in report and "| task0 | 1.0000 ± 0.0000 |" in report
     parent_artifacts = {a.path for a in client.list_artifacts(result["parent_run_id"])}
-    assert {"report.md", "grid.csv"} <= parent_artifacts
+    assert {"report.md", "grid.csv", "convergence_best_by_acc.png", "convergence_best_by_objective.png"} <= parent_artifacts
     assert client.get_run(result["parent_run_id"]).data.metrics["best_by_acc/acc/mean"] == 1.0
 
 
@@ -86,3 +87,16 @@ def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):
         assert after[key] == before[key]  # finished: not run again
     for key in ("kernel_width=-1.0|seed=0", "kernel_width=-1.0|seed=1"):
         assert after[key] != before[key]  # failed: retried in a fresh run
+
+
+def test_seeds_of_a_grid_point_can_share_one_tune_trial(tmp_path):
+    result = run_sweep(sweep_config(tmp_path, "sweep.seeds_per_trial=2"))
+    assert result["trials_run"] == 4 and result["tune_trials"] == 2  # one Tune trial per grid point
+    client = tracking.client_for(result["tracking_uri"])
+    runs = {r.data.tags[tracking.TRIAL_KEY_TAG]: r for r in children(client, result)}
+    assert len(runs) == 4  # still one MLflow child run per (grid point, seed)
+    for seed in (0, 1):
+        assert runs[f"kernel_width=1.0|seed={seed}"].info.status == "FINISHED"
+        failed = runs[f"kernel_width=-1.0|seed={seed}"]
+        assert failed.info.status == "FAILED" and "kernel_width must be positive" in failed.data.tags["mtc.error"]
+    assert result["best"]["acc"].n_runs == 2 and result["best"]["acc"].mean["acc/mean"] == 1.0

@@ -5,14 +5,14 @@ from mtc.data.synthetic import make_synthetic
 from mtc.trial import run_trial
 
 
-def logged_artifacts(tmp_path, plots):
+def logged_artifacts(tmp_path, **plots):
     dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)
     outcome = run_trial(dataset, "mtcmrl", {"alpha": 1.0, "max_iter": 5}, seed=0)
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
     run = client.create_run(experiment)
     config = {"method": "mtcmrl", "params": {"alpha": 1.0}, "seed": 0, "data": {"name": "synthetic"}}
-    tracking.log_trial(client, run.info.run_id, outcome, config, dataset.task_names, {"mtc.node_id": "n1"}, plots)
+    tracking.log_trial(client, run.info.run_id, outcome, config, dataset.task_names, {"mtc.node_id": "n1"}, **plots)
     logged = client.get_run(run.info.run_id)
     assert logged.data.tags["mtc.node_id"] == "n1" and logged.data.params["params.alpha"] == "1.0"
     history = client.get_metric_history(run.info.run_id, "w_norm/task1")
@@ -25,12 +25,12 @@ def logged_artifacts(tmp_path, plots):
 
 
 def test_trial_artifacts_with_plots(tmp_path):
-    names = logged_artifacts(tmp_path, plots=True)
+    names = logged_artifacts(tmp_path)
     assert {"labels.npz", "config.json", "objective_trace.csv", "convergence.png", "relatedness.png",
             "G_task0__task1.npy", "G_task1__task0.csv"} <= names
 
 
 def test_trial_plots_can_be_switched_off(tmp_path):
-    names = logged_artifacts(tmp_path, plots=False)
+    names = logged_artifacts(tmp_path, heatmaps=False, convergence=False)
     assert "convergence.png" not in names and "relatedness.png" not in names
     assert {"labels.npz", "G_task0__task1.npy"} <= names
