@@ -6,7 +6,7 @@ import hashlib
 import itertools
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -55,11 +55,21 @@ class DataSpec:
     params: dict
     root: str | None
     cache_dir: str | None
+    categories: dict = field(default_factory=dict)  # class -> category (ideal task relatedness)
 
     def load(self):
         from mtc.data import load_dataset
+        from mtc.tasks import MultiTaskDataset
 
-        return load_dataset(self.name, self.builder, self.params, self.root, self.cache_dir)
+        dataset = load_dataset(self.name, self.builder, self.params, self.root, self.cache_dir)
+        if not self.categories:
+            return dataset
+        classes = {c for task in dataset.tasks for c in task.class_names}
+        unknown = sorted(set(self.categories) - classes)
+        if unknown:
+            raise ValueError(f"dataset {self.name!r}: categories name unknown classes {unknown}; "
+                             f"classes: {sorted(classes)}")
+        return MultiTaskDataset(dataset.name, dataset.tasks, {**dataset.meta, "categories": dict(self.categories)})
 
 
 def data_spec(cfg: DictConfig) -> DataSpec:
@@ -69,7 +79,8 @@ def data_spec(cfg: DictConfig) -> DataSpec:
                          f"known builders: {', '.join(BUILDER_NAMES)}")
     absolute = {key: str(Path(cfg.data[key]).expanduser().resolve()) if cfg.data.get(key) else None
                 for key in ("root", "cache_dir")}
-    return DataSpec(cfg.data.name, builder, plain(cfg.data.get("params")), **absolute)
+    return DataSpec(cfg.data.name, builder, plain(cfg.data.get("params")), **absolute,
+                    categories=plain(cfg.data.get("categories")))
 
 
 def point_label(point: dict) -> str:

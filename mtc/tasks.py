@@ -77,6 +77,19 @@ class MultiTaskDataset:
     def task_names(self) -> list[str]:
         return [t.name for t in self.tasks]
 
+    def ideal_task_relatedness(self) -> np.ndarray:
+        """MTCFIR Sec. 4.6 (Tables 6-7): r_ts = (share of task t's samples whose category
+        also occurs in task s) x (share of task s's samples whose category occurs in task t).
+
+        A class's category is ``meta["categories"][class name]`` (Reuters: economic index,
+        energy, food, metal; 20NG: the root group), else the class itself, so tasks with the
+        same classes (WebKB4, Handdigits) are related by 1."""
+        categories = self.meta.get("categories") or {}
+        sample_categories = [np.array([categories.get(c, c) for c in task.class_names])[task.y] for task in self.tasks]
+        present = [np.unique(c) for c in sample_categories]
+        share = np.array([[np.isin(cats, other).mean() for other in present] for cats in sample_categories])
+        return share * share.T
+
     def content_hash(self) -> str:
         """sha256 over every task's name, classes, labels and matrix entries."""
         digest = hashlib.sha256()

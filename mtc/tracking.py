@@ -160,13 +160,15 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
             stem = os.path.join(tmp, f"G_{task_names[t]}__{task_names[s]}")
             np.save(f"{stem}.npy", matrix)
             labelled_csv(f"{stem}.csv", matrix, names[t], names[s])
-        if outcome.task_relatedness is not None:
-            np.save(os.path.join(tmp, "task_weights.npy"), outcome.task_relatedness)
-            labelled_csv(os.path.join(tmp, "task_weights.csv"), outcome.task_relatedness, task_names, task_names)
+        weights = {"task_weights": (outcome.task_relatedness, "task weights alpha (row t: weights of every task s for task t)"),
+                   "ideal_task_weights": (outcome.ideal_task_relatedness, "ideal task relatedness from the labels")}
+        for stem, (matrix, title) in weights.items():
+            if matrix is None:
+                continue
+            np.save(os.path.join(tmp, f"{stem}.npy"), matrix)
+            labelled_csv(os.path.join(tmp, f"{stem}.csv"), matrix, task_names, task_names)
             if heatmaps:
-                block_heatmap({(0, 0): outcome.task_relatedness}, [task_names], ["task"],
-                              os.path.join(tmp, "task_weights.png"),
-                              "task weights alpha (row t: weights of every task s for task t)")
+                block_heatmap({(0, 0): matrix}, [task_names], ["task"], os.path.join(tmp, f"{stem}.png"), title)
         if outcome.relatedness and heatmaps:
             block_heatmap(outcome.relatedness, names, task_names, os.path.join(tmp, "relatedness.png"),
                           "cluster relatedness G(t,s), clusters mapped to classes")

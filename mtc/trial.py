@@ -19,7 +19,8 @@ class TrialOutcome:
     labels: list[np.ndarray]
     relatedness: dict[tuple[int, int], np.ndarray]  # G^(t,s), rows/columns in matched-class order
     cluster_names: list[list[str]]  # per task: the class each row/column of its blocks matched
-    task_relatedness: np.ndarray | None
+    task_relatedness: np.ndarray | None  # learned task weights (MTCFIR's alpha), T x T
+    ideal_task_relatedness: np.ndarray | None  # from the labels (MTCFIR Tables 6-7), beside a learned one
     diagnostics: dict[str, np.ndarray]
     converged: bool
 
@@ -66,5 +67,7 @@ def run_trial(dataset: MultiTaskDataset, method: str, params: dict, seed: int) -
     })
     labels = [np.asarray(l) for l in solver.labels_]
     relatedness, cluster_names = relatedness_by_class(dataset, labels, solver.cluster_relatedness())
-    return TrialOutcome(metrics, trace, labels, relatedness, cluster_names, solver.task_relatedness(),
+    learned = solver.task_relatedness()
+    ideal = dataset.ideal_task_relatedness() if learned is not None else None
+    return TrialOutcome(metrics, trace, labels, relatedness, cluster_names, learned, ideal,
                         solver.diagnostics(), bool(solver.converged_))

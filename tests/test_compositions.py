@@ -89,3 +89,22 @@ def test_text_rows_are_unit_length():
     for task in dataset.tasks:
         norms = np.sqrt(np.asarray(task.X.multiply(task.X).sum(axis=1))).ravel()
         np.testing.assert_allclose(norms, 1.0)
+
+
+IDEAL_RELATEDNESS = {  # MTCFIR Tables 6 and 7, printed to two decimals
+    "20ng": [[1, 0.76, 1, 0.82], [0.76, 1, 0.76, 1], [1, 0.76, 1, 0.82], [0.82, 1, 0.82, 1]],
+    "reuters": [[1, 0.55, 1], [0.55, 1, 0.31], [1, 0.31, 1]],
+    "webkb4": np.ones((4, 4)),  # the same classes in every task
+}
+
+
+@pytest.mark.parametrize("name", sorted(IDEAL_RELATEDNESS))
+def test_ideal_task_relatedness_equals_the_papers_tables(name):
+    np.testing.assert_allclose(load(name).ideal_task_relatedness(), IDEAL_RELATEDNESS[name], atol=0.005)
+
+
+def test_categories_naming_an_unknown_class_are_rejected():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["data=reuters", "+data.categories.goldd=metal"])
+    with pytest.raises(ValueError, match=r"categories name unknown classes \['goldd'\]"):
+        data_spec(cfg).load()
