@@ -6,7 +6,8 @@ import scipy.sparse as sp
 
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR
-from mtc.methods.consistent_similarity import adaptive_neighbours, relation_matrices, row_sq_distances, task_weights
+from mtc.methods.consistent_similarity import (adaptive_neighbours, relation_distances, relation_matrices,
+                                               row_sq_distances, task_weights)
 from mtc.methods.msda import msda_features, msda_layer
 from mtc.metrics import accuracy
 from mtc.trial import run_trial
@@ -92,10 +93,27 @@ def test_ablation_switches(planted):
     assert full.n_neighbours_ == [math.ceil(0.3 * 90 / 3)] * 2
 
 
-def test_trial_logs_task_weights_and_mmd(planted):
+def test_trial_logs_task_weights_and_mmd(planted, tmp_path):
+    from mtc import tracking
+
     outcome = run_trial(planted, "mtcfir", {"neighbour_ratio": 0.3}, seed=0)
     assert outcome.task_relatedness.shape == (2, 2)
     assert {"mmd/before", "mmd/after"} <= set(outcome.metrics)
+    # 2 of 3 equal-sized classes shared: the ideal relatedness of MTCFIR Sec. 4.6 is (2/3)^2
+    np.testing.assert_allclose(outcome.ideal_task_relatedness, [[1, 4 / 9], [4 / 9, 1]])
+    client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.create_run(tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts")))
+    config = {"method": "mtcfir", "params": {}, "seed": 0, "data": {"name": "planted"}}
+    tracking.log_trial(client, run.info.run_id, outcome, config, planted.task_names, convergence=False)
+    names = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {f"{stem}.{ext}" for stem in ("task_weights", "ideal_task_weights") for ext in ("npy", "csv", "png")} <= names
+
+
+def test_ideal_task_relatedness_counts_shared_classes():
+    from mtc.data.synthetic import make_synthetic
+
+    dataset = make_synthetic(n_tasks=3, n_clusters=4, n_shared=2, samples_per_cluster=10)
+    np.testing.assert_allclose(dataset.ideal_task_relatedness(), [[1, 0.25, 0.25], [0.25, 1, 0.25], [0.25, 0.25, 1]])
 
 
 def test_too_many_neighbours_is_rejected(planted):
@@ -135,3 +153,15 @@ def test_memo_keeps_the_most_recent_results():
     for key in ("a", "b", "a", "c"):
         memo.get(key, lambda: np.zeros(2))
     assert list(memo.results) == ["a", "c"]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_distances_from_features_equal_the_sum_over_relation_matrices(sparse):
+    rng = np.random.default_rng(4)
+    features = [np.abs(rng.normal(size=(n, 6))) for n in (30, 25, 40)]  # d = 6 < sum n_s: the feature route
+    if sparse:
+        features = [sp.csr_matrix(Z) for Z in features]
+    relations = relation_matrices(features)
+    alpha_row = np.array([0.7, 0.0, 0.2])
+    explicit = 0.7 * row_sq_distances(relations[(1, 0)]) + 0.2 * row_sq_distances(relations[(1, 2)])
+    np.testing.assert_allclose(relation_distances(features, relations, 1, alpha_row), explicit, atol=1e-10)

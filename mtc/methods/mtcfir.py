@@ -96,7 +96,7 @@ class MTCFIR(MultiTaskClusterer):
         relations = relation_matrices(features) if self.consistent or self.learned_weights else None
         alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
         if self.consistent:
-            return alpha, [rescale_and_symmetrise(consistent_similarity(relations, t, alpha[t], neighbours[t]))
+            return alpha, [rescale_and_symmetrise(consistent_similarity(features, relations, t, alpha[t], neighbours[t]))
                            for t in range(T)]
         return alpha, [cosine_affinity(Z) for Z in features]
 
