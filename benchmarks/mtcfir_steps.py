@@ -1,0 +1,73 @@
+"""MTCFIR per step: wall time and peak memory of mSDA, consistent similarity and SNMF.
+
+    MTC_DATA_DIR=../shared/data python benchmarks/mtcfir_steps.py [data ...]   (default: webkb4 handdigits)
+
+For each dataset, at p = 0.5, g = 3, lambda = 0.3 (the middle of Sec. 4.3's grid), one
+thread per BLAS call left to the machine: step 1 (mSDA on all tasks stacked), step 2
+(relation matrices V^(ts), task weights alpha, and the consistent similarity of every
+task) and step 3 (k-means + 0.2 initialisation and SNMF of every task, one seed). Peak
+memory is the largest tracemalloc peak (numpy reports its buffers to it) within the step,
+printed beside the size of all n_t x n_s relation matrices, the floor step 2 needs.
+"""
+
+import math
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+import scipy.sparse as sp
+from hydra import compose, initialize_config_dir
+
+from mtc.cli import CONF_DIR
+from mtc.config import data_spec
+from mtc.methods.consistent_similarity import (consistent_similarity, relation_matrices, rescale_and_symmetrise,
+                                               task_weights)
+from mtc.methods.msda import msda_features
+from mtc.methods.snmf import kmeans_indicator, snmf
+
+
+def measured(step):
+    tracemalloc.start()
+    start = time.perf_counter()
+    result = step()
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return result, seconds, peak / 2**20
+
+
+def main(names):
+    print(f"{'data':10s} {'step':24s} {'seconds':>8s} {'peak MiB':>9s}")
+    for name in names:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            dataset = data_spec(compose(config_name="config", overrides=[f"data={name}"])).load()
+        matrices, ks = dataset.matrices, dataset.n_clusters
+        stacked = sp.vstack(matrices, format="csr") if any(map(sp.issparse, matrices)) else np.vstack(matrices)
+        Z, seconds, peak = measured(lambda: msda_features(stacked, 0.5, 3))
+        print(f"{name:10s} {'1 mSDA (N x d(g+1))':24s} {seconds:8.2f} {peak:9.1f}   N={Z.shape[0]} d={stacked.shape[1]}")
+        features = np.split(Z, np.cumsum([X.shape[0] for X in matrices])[:-1])
+        neighbours = [max(1, math.ceil(0.3 * X.shape[0] / k)) for X, k in zip(matrices, ks)]
+
+        def similarity_step():
+            relations = relation_matrices(features)
+            alpha = task_weights(relations, neighbours)
+            return [rescale_and_symmetrise(consistent_similarity(features, relations, t, alpha[t], neighbours[t]))
+                    for t in range(len(features))]
+
+        similarities, seconds, peak = measured(similarity_step)
+        floor = sum(a.shape[0] * b.shape[0] for a in features for b in features) * 8 / 2**20
+        print(f"{name:10s} {'2 consistent similarity':24s} {seconds:8.2f} {peak:9.1f}   all V^(ts): {floor:.1f} MiB")
+        rng = np.random.default_rng(0)
+
+        def snmf_step():
+            return [snmf(M, kmeans_indicator(F, k, rng), update="sqrt", stopping="relative", tol=1e-5, max_iter=500)
+                    for M, F, k in zip(similarities, features, ks)]
+
+        fits, seconds, peak = measured(snmf_step)
+        iterations = "/".join(str(fit.n_iter) for _, fit in fits)
+        print(f"{name:10s} {'3 SNMF, one seed':24s} {seconds:8.2f} {peak:9.1f}   iterations {iterations}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["webkb4", "handdigits"])
