@@ -108,3 +108,25 @@ def test_categories_naming_an_unknown_class_are_rejected():
         cfg = compose(config_name="config", overrides=["data=reuters", "+data.categories.goldd=metal"])
     with pytest.raises(ValueError, match=r"categories name unknown classes \['goldd'\]"):
         data_spec(cfg).load()
+
+
+def test_mnist_crop_makes_digits_fill_the_frame_like_usps():
+    def border_ink(crop):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=["data=handdigits", f"data.params.mnist_crop={crop}"])
+        images = [task.X.reshape(-1, 16, 16) for task in data_spec(cfg).load().tasks]
+        ring = np.ones((16, 16), bool)
+        ring[2:-2, 2:-2] = False  # the outer two pixels of the 16 x 16 frame
+        return [float(x[:, ring].mean()) for x in images]
+
+    mnist_uncropped, usps = border_ink(28)
+    mnist_cropped, _ = border_ink(20)
+    assert mnist_uncropped < 0.01 < mnist_cropped  # without the crop MNIST's frame is nearly empty
+    assert mnist_cropped > usps / 4
+
+
+def test_bad_mnist_crop_is_rejected():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["data=handdigits", "data.params.mnist_crop=30"])
+    with pytest.raises(ValueError, match=r"mnist_crop must be in \[16, 28\], got 30"):
+        data_spec(cfg).load()

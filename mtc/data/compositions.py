@@ -134,15 +134,24 @@ def downsample_images(images: np.ndarray, size: int) -> np.ndarray:
     return np.einsum("ij,njk,lk->nil", R, images, R)
 
 
-def build_handdigits(paths, *, mnist_counts: list[int], usps_counts: list[int], seed: int = 0) -> MultiTaskDataset:
-    """MNIST and USPS, 16 x 16 pixels in [0, 1], sampled to the given per-digit counts."""
+def build_handdigits(paths, *, mnist_counts: list[int], usps_counts: list[int], seed: int = 0,
+                     mnist_crop: int = 28) -> MultiTaskDataset:
+    """MNIST and USPS, 16 x 16 pixels in [0, 1], sampled to the given per-digit counts.
+
+    MNIST is cropped to its central ``mnist_crop`` x ``mnist_crop`` pixels (28: no crop; 20:
+    the box MNIST's digits were size-normalised into, so they fill the frame as USPS digits
+    do) and area-averaged to 16 x 16."""
+    if not 16 <= mnist_crop <= 28:
+        raise ValueError(f"mnist_crop must be in [16, 28], got {mnist_crop}")
     rng = np.random.default_rng(seed)
     mnist_images = [read_idx(paths["mnist_test_images"])]
     mnist_labels = [read_idx(paths["mnist_test_labels"])]
     if "mnist_train_images" in paths:
         mnist_images.append(read_idx(paths["mnist_train_images"]))
         mnist_labels.append(read_idx(paths["mnist_train_labels"]))
-    mnist = downsample_images(np.concatenate(mnist_images).astype(float) / 255.0, 16).reshape(-1, 256)
+    margin = (28 - mnist_crop) // 2
+    mnist = np.concatenate(mnist_images)[:, margin:margin + mnist_crop, margin:margin + mnist_crop]
+    mnist = downsample_images(mnist.astype(float) / 255.0, 16).reshape(-1, 256)
     usps_X, usps_y = read_usps([paths["usps_train"], paths["usps_test"]])
     tasks = []
     for name, X, y, counts in (("mnist", mnist, np.concatenate(mnist_labels), mnist_counts),
