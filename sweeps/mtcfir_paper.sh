@@ -10,7 +10,8 @@ for method in mtcfir mtcfir_nf mtcfir_ni mtcfir_nr; do
     sweep.name="$method-reuters5000" sweep.verbose=0 "$@"
 done
 for method in mtcfir mtcfir_nr mtcfir_ni mtcfir_nf; do
-  grid=("method.grid.neighbour_ratio=[0.1,0.3,0.5]")
-  [ "$method" != mtcfir_nf ] && grid+=("method.grid.corruption=[0.5,0.6,0.7]")
+  grid=()
+  [ "$method" != mtcfir_ni ] && grid+=("method.grid.neighbour_ratio=[0.1,0.3,0.5]")  # nI has no neighbours
+  [ "$method" != mtcfir_nf ] && grid+=("method.grid.corruption=[0.5,0.6,0.7]")  # nF has no mSDA
   python -m mtc.sweep method="$method" data=handdigits sweep.repeats=3 sweep.verbose=0 "${grid[@]}" "$@"
 done
