@@ -21,8 +21,8 @@ from hydra import compose, initialize_config_dir
 
 from mtc.cli import CONF_DIR
 from mtc.config import data_spec
-from mtc.methods.consistent_similarity import (consistent_similarity, relation_matrices, rescale_and_symmetrise,
-                                               task_weights)
+from mtc.methods.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
+                                               rescale_and_symmetrise, task_weights)
 from mtc.methods.msda import msda_features
 from mtc.methods.snmf import kmeans_indicator, snmf
 
@@ -52,8 +52,8 @@ def main(names):
         def similarity_step():
             relations = relation_matrices(features)
             alpha = task_weights(relations, neighbours)
-            return [rescale_and_symmetrise(consistent_similarity(features, relations, t, alpha[t], neighbours[t]))
-                    for t in range(len(features))]
+            return [rescale_and_symmetrise(adaptive_neighbours(A, l))
+                    for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
 
         similarities, seconds, peak = measured(similarity_step)
         floor = sum(a.shape[0] * b.shape[0] for a in features for b in features) * 8 / 2**20

@@ -107,7 +107,8 @@ def seeds_per_trial(setting, n_trials: int, repeats: int, parallel_slots: int) -
 
     An int is taken as it is; "auto" takes the largest batch (at most ``repeats``) that still
     leaves four Tune trials per parallel slot, so small sweeps and big clusters keep one seed
-    per trial and only long sweeps on few CPUs batch (Tune costs ~0.3 s wall per trial).
+    per trial and only long sweeps on few CPUs batch (each Tune trial and report adds driver
+    and worker overhead: benchmarks/sweep_overhead.py).
     """
     if setting == "auto":
         return max(1, min(repeats, n_trials // (4 * max(1, parallel_slots))))

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR
-from mtc.methods.consistent_similarity import (adaptive_neighbours, relation_distances, relation_matrices,
+from mtc.methods.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
                                                row_sq_distances, task_weights)
 from mtc.methods.msda import msda_features, msda_layer
 from mtc.metrics import accuracy
@@ -156,12 +156,13 @@ def test_memo_keeps_the_most_recent_results():
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_distances_from_features_equal_the_sum_over_relation_matrices(sparse):
+@pytest.mark.parametrize("width", [6, 200])  # d < sum n_s = 95: the feature route; d > 95: the relation route
+def test_distances_from_features_equal_the_sum_over_relation_matrices(sparse, width):
     rng = np.random.default_rng(4)
-    features = [np.abs(rng.normal(size=(n, 6))) for n in (30, 25, 40)]  # d = 6 < sum n_s: the feature route
+    features = [np.abs(rng.normal(size=(n, width))) for n in (30, 25, 40)]
     if sparse:
         features = [sp.csr_matrix(Z) for Z in features]
     relations = relation_matrices(features)
-    alpha_row = np.array([0.7, 0.0, 0.2])
+    alpha = np.array([[1.0, 0.3, 0.5], [0.7, 0.0, 0.2], [0.1, 0.4, 1.0]])
     explicit = 0.7 * row_sq_distances(relations[(1, 0)]) + 0.2 * row_sq_distances(relations[(1, 2)])
-    np.testing.assert_allclose(relation_distances(features, relations, 1, alpha_row), explicit, atol=1e-10)
+    np.testing.assert_allclose(list(distance_matrices(features, relations, alpha))[1], explicit, atol=1e-10)

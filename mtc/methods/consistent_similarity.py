@@ -73,30 +73,28 @@ def adaptive_neighbours(A: np.ndarray, l: int) -> np.ndarray:
     return M
 
 
-def relation_distances(features: list, relations: dict, t: int, alpha_row: np.ndarray) -> np.ndarray:
-    """A of Algorithm 3, line 6: A_ij = sum_s alpha_s^t ||V^(ts)_i - V^(ts)_j||^2.
+def distance_matrices(features: list, relations: dict, alpha: np.ndarray):
+    """A^t of Algorithm 3, line 6, for every task t in turn (one n_t x n_t matrix held at a
+    time): A^t_ij = sum_s alpha_s^t ||V^(ts)_i - V^(ts)_j||^2.
 
-    Two exact routes. From the relations, sum_s n_t^2 n_s flops. From the features, when
-    their width d is below sum_s n_s (digits: d = 1024 after mSDA, n_s = 5000): with U the
-    L2-normalised rows, V^(ts) = U_t U_s', so ||V^(ts)_i - V^(ts)_j||^2 = (u_i - u_j)' U_s'U_s
-    (u_i - u_j) and A = a 1' + 1 a' - 2 U_t C U_t' with C = sum_s alpha_s^t U_s'U_s (d x d) and
-    a_i = u_i' C u_i: one n_t^2 d product."""
-    used = [s for s in range(len(alpha_row)) if alpha_row[s] > 0]
-    d = features[t].shape[1]
-    if d >= sum(features[s].shape[0] for s in used):
-        return sum(alpha_row[s] * row_sq_distances(relations[(t, s)]) for s in used)
+    Two exact routes. From the relations, sum_s n_t^2 n_s flops per task. From the features,
+    when their width d is below sum_s n_s (digits: d = 1024 after mSDA, n_s = 5000): with U
+    the L2-normalised rows, V^(ts) = U_t U_s', so ||V^(ts)_i - V^(ts)_j||^2 = (u_i - u_j)'
+    U_s'U_s (u_i - u_j) and A^t = a 1' + 1 a' - 2 U_t C U_t' with C = sum_s alpha_s^t U_s'U_s
+    (d x d, the Grams U_s'U_s computed once for all tasks) and a_i = u_i' C u_i: one n_t^2 d
+    product per task."""
+    T = len(features)
+    if features[0].shape[1] >= sum(Z.shape[0] for Z in features):
+        for t in range(T):
+            yield sum(alpha[t, s] * row_sq_distances(relations[(t, s)]) for s in range(T) if alpha[t, s] > 0)
+        return
     unit = [normalize(Z) for Z in features]
-    C = sum(alpha_row[s] * np.asarray((unit[s].T @ unit[s]).todense() if sp.issparse(unit[s]) else unit[s].T @ unit[s])
-            for s in used)
-    UC = np.asarray(unit[t] @ C)
-    gram = np.asarray(UC @ unit[t].T)
-    a = np.diag(gram)
-    return np.maximum(a[:, None] + a[None, :] - 2.0 * gram, 0.0)
-
-
-def consistent_similarity(features: list, relations: dict, t: int, alpha_row: np.ndarray, l: int) -> np.ndarray:
-    """M^t before rescaling (columns on the simplex), Algorithm 3 lines 6-10."""
-    return adaptive_neighbours(relation_distances(features, relations, t, alpha_row), l)
+    grams = [np.asarray((U.T @ U).todense()) if sp.issparse(U) else U.T @ U for U in unit]
+    for t in range(T):
+        C = sum(alpha[t, s] * grams[s] for s in range(T) if alpha[t, s] > 0)
+        gram = np.asarray(np.asarray(unit[t] @ C) @ unit[t].T)
+        a = np.diag(gram)
+        yield np.maximum(a[:, None] + a[None, :] - 2.0 * gram, 0.0)
 
 
 def rescale_and_symmetrise(M: np.ndarray) -> np.ndarray:

@@ -22,8 +22,8 @@ from sklearn.preprocessing import normalize
 
 from mtc.methods.base import MultiTaskClusterer, summed_traces
 from mtc.methods.memo import Memo, fingerprint
-from mtc.methods.consistent_similarity import (consistent_similarity, relation_matrices, rescale_and_symmetrise,
-                                               task_weights)
+from mtc.methods.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
+                                               rescale_and_symmetrise, task_weights)
 from mtc.methods.msda import msda_features
 from mtc.methods.snmf import kmeans_indicator, snmf
 from mtc.similarity import cosine_affinity
@@ -96,8 +96,8 @@ class MTCFIR(MultiTaskClusterer):
         relations = relation_matrices(features) if self.consistent or self.learned_weights else None
         alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
         if self.consistent:
-            return alpha, [rescale_and_symmetrise(consistent_similarity(features, relations, t, alpha[t], neighbours[t]))
-                           for t in range(T)]
+            return alpha, [rescale_and_symmetrise(adaptive_neighbours(A, l))  # Algorithm 3, lines 6-10; Sec. 3.5
+                           for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
         return alpha, [cosine_affinity(Z) for Z in features]
 
     def task_relatedness(self) -> np.ndarray:
