@@ -1,4 +1,11 @@
-"""From a composed Hydra config to validated, absolute, plain-Python sweep settings."""
+"""From a composed Hydra config to validated, absolute, typed sweep settings.
+
+Everything the driver needs is read and checked here, once, before any dataset is loaded,
+MLflow run created or Ray started: the method (its class from the config's ``_target_``,
+its non-default parameters and its grid, every grid point checked against the solver's
+declared constraints), the data config, and the sweep, Ray and MLflow settings. A bad
+value is an InputError (the command line prints one line and exits 2).
+"""
 
 from __future__ import annotations
 
@@ -6,26 +13,22 @@ import hashlib
 import itertools
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
+from sklearn.base import clone
+from sklearn.utils._param_validation import InvalidParameterError
 
-from mtc.data import BUILDER_NAMES
-from mtc.methods import check_params, solver_class
-from mtc.tracking import absolute_tracking_uri
+from mtc import CONF_DIR
+from mtc.data.spec import DataSpec, data_spec
+from mtc.errors import InputError
+from mtc.methods.base import MultiTaskClusterer
 
-
-@dataclass(frozen=True)
-class MethodSpec:
-    name: str
-    params: dict
-    grid: dict[str, list]
-
-    def grid_points(self) -> list[dict]:
-        """Every combination of the grid values, each merged over the defaults."""
-        keys = sorted(self.grid)
-        return [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
+# Set by the platform from the dataset, the trial's seed and the worker, never by a method config.
+RESERVED_PARAMS = ("n_clusters", "random_state", "cache")
 
 
 def plain(node) -> dict:
@@ -33,73 +36,103 @@ def plain(node) -> dict:
     return OmegaConf.to_container(node, resolve=True) if node is not None else {}
 
 
-def method_spec(cfg: DictConfig) -> MethodSpec:
-    name = cfg.method.name
-    solver_class(name)
-    params = plain(cfg.method.get("params"))
-    grid = plain(cfg.method.get("grid"))
-    check_params(name, params)
-    check_params(name, grid, what="grid key")
-    for key, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise ValueError(f"method {name!r}: grid values for {key!r} must be a non-empty list, got {values!r}")
-    return MethodSpec(name, params, grid)
-
-
-@dataclass(frozen=True)
-class DataSpec:
-    """What load_dataset needs, with the data root and cache directory made absolute."""
-
-    name: str
-    builder: str
-    params: dict
-    root: str | None
-    cache_dir: str | None
-    categories: dict = field(default_factory=dict)  # class -> category (ideal task relatedness)
-
-    def load(self):
-        from mtc.data import load_dataset
-        from mtc.tasks import MultiTaskDataset
-
-        dataset = load_dataset(self.name, self.builder, self.params, self.root, self.cache_dir)
-        if not self.categories:
-            return dataset
-        classes = {c for task in dataset.tasks for c in task.class_names}
-        unknown = sorted(set(self.categories) - classes)
-        if unknown:
-            raise ValueError(f"dataset {self.name!r}: categories name unknown classes {unknown}; "
-                             f"classes: {sorted(classes)}")
-        return MultiTaskDataset(dataset.name, dataset.tasks, {**dataset.meta, "categories": dict(self.categories)})
-
-
-def data_spec(cfg: DictConfig) -> DataSpec:
-    builder = cfg.data.get("builder") or cfg.data.name
-    if builder not in BUILDER_NAMES:
-        raise ValueError(f"unknown dataset {cfg.data.name!r} (builder {builder!r}); "
-                         f"known builders: {', '.join(BUILDER_NAMES)}")
-    absolute = {key: str(Path(cfg.data[key]).expanduser().resolve()) if cfg.data.get(key) else None
-                for key in ("root", "cache_dir")}
-    return DataSpec(cfg.data.name, builder, plain(cfg.data.get("params")), **absolute,
-                    categories=plain(cfg.data.get("categories")))
+def config_choice(group: str) -> str:
+    """The option chosen for a config group (``method=mtcmrl`` -> "mtcmrl")."""
+    if not HydraConfig.initialized():
+        raise RuntimeError("no Hydra config is set: compose with mtc.cli.compose_config or run under hydra.main")
+    return HydraConfig.get().runtime.choices[group]
 
 
 def point_label(point: dict) -> str:
     return ",".join(f"{k}={point[k]}" for k in sorted(point)) or "defaults"
 
 
-def trial_list(spec: MethodSpec, repeats: int) -> list[dict]:
-    """Grid x seeds: one entry per trial with a stable key (used to resume)."""
-    if repeats < 1:
-        raise ValueError(f"sweep.repeats must be at least 1, got {repeats}")
-    trials = []
-    for point in spec.grid_points():
-        for seed in range(repeats):
-            label = point_label(point)
-            trials.append({
-                "key": f"{label}|seed={seed}", "label": label, "name": f"{spec.name}[{label}] seed={seed}",
-                "point": point, "params": {**spec.params, **point}, "seed": seed,
-            })
-    return trials
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method as configured: its solver class, non-default parameters and sweep grid."""
+
+    name: str
+    solver: type[MultiTaskClusterer]
+    params: dict
+    grid: dict[str, list]
+
+    def grid_points(self) -> list[dict]:
+        """Every combination of the grid values."""
+        keys = sorted(self.grid)
+        return [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
+
+    def prototype(self, **platform_params) -> MultiTaskClusterer:
+        """The solver with the configured parameters (and e.g. n_clusters from the dataset)."""
+        return self.solver(**self.params, **platform_params)
+
+    def check(self) -> None:
+        """Check the configured parameters and every grid point against the solver's constraints."""
+        allowed = set(self.solver._get_param_names()) - set(RESERVED_PARAMS)
+        for what, keys in (("parameter", self.params), ("grid key", self.grid)):
+            unknown = sorted(set(keys) - allowed)
+            if unknown:
+                raise InputError(f"method {self.name!r}: unknown {what} {', '.join(map(repr, unknown))}; "
+                                 f"valid parameters: {', '.join(sorted(allowed))}")
+        for key, values in self.grid.items():
+            if not isinstance(values, list) or not values:
+                raise InputError(f"method {self.name!r}: grid values for {key!r} must be a non-empty list, got {values!r}")
+        prototype = self.prototype()
+        for point in [{}, *self.grid_points()]:
+            try:
+                clone(prototype).set_params(**point)._validate_params()
+            except InvalidParameterError as error:
+                where = f"grid point {point_label(point)}" if point else "parameters"
+                raise InputError(f"method {self.name!r}, {where}: {error}") from None
+
+
+def method_configs(folder: Path | None = None) -> dict[str, type[MultiTaskClusterer]]:
+    """Every method config's name and solver class (``_target_``) in ``folder`` (conf/method):
+    the registry of methods, derived from the configs."""
+    folder = folder or CONF_DIR / "method"
+    return {path.stem: get_class(OmegaConf.load(path)["_target_"]) for path in sorted(folder.glob("*.yaml"))}
+
+
+def method_spec(cfg: DictConfig) -> MethodSpec:
+    """The checked MethodSpec of ``cfg.method`` (``_target_``, ``params``, ``grid``)."""
+    name = config_choice("method")
+    target = cfg.method.get("_target_")
+    if not target:
+        raise InputError(f"method {name!r}: the config has no _target_ (the solver class, e.g. mtc.methods.snmf.SymmetricNMF)")
+    try:
+        solver = get_class(target)
+    except Exception as error:
+        raise InputError(f"method {name!r}: cannot import _target_ {target!r} ({error})") from None
+    if not (isinstance(solver, type) and issubclass(solver, MultiTaskClusterer)):
+        raise InputError(f"method {name!r}: _target_ {target!r} is not a MultiTaskClusterer")
+    spec = MethodSpec(name, solver, plain(cfg.method.get("params")), plain(cfg.method.get("grid")))
+    spec.check()
+    return spec
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One (grid point, seed) of a sweep; ``run_id`` is its MLflow child run once created."""
+
+    point: dict
+    seed: int
+    run_id: str = ""
+
+    @property
+    def label(self) -> str:
+        return point_label(self.point)
+
+    @property
+    def key(self) -> str:
+        """Stable across runs of the same sweep: how a resumed sweep finds finished trials."""
+        return f"{self.label}|seed={self.seed}"
+
+    def with_run(self, run_id: str) -> Trial:
+        return replace(self, run_id=run_id)
+
+
+def trial_list(spec: MethodSpec, repeats: int) -> list[Trial]:
+    """Grid x seeds, grid point by grid point."""
+    return [Trial(point, seed) for point in spec.grid_points() for seed in range(repeats)]
 
 
 def seeds_per_trial(setting, n_trials: int, repeats: int, parallel_slots: int) -> int:
@@ -112,22 +145,20 @@ def seeds_per_trial(setting, n_trials: int, repeats: int, parallel_slots: int) -
     """
     if setting == "auto":
         return max(1, min(repeats, n_trials // (4 * max(1, parallel_slots))))
-    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
-        raise ValueError(f"sweep.seeds_per_trial must be 'auto' or a positive integer, got {setting!r}")
     return setting
 
 
-def seed_batches(trials: list[dict], size: int) -> dict[str, list[dict]]:
+def seed_batches(trials: list[Trial], size: int) -> dict[str, list[Trial]]:
     """The trials in batches of at most ``size`` seeds of one grid point, keyed by a name
     for the Tune trial ("<point> seeds=<first>-<last>"); the order of ``trials`` is kept."""
-    by_point: dict[str, list[dict]] = {}
+    by_point: dict[str, list[Trial]] = {}
     for trial in trials:
-        by_point.setdefault(trial["label"], []).append(trial)
+        by_point.setdefault(trial.label, []).append(trial)
     batches = {}
     for label, point_trials in by_point.items():
         for start in range(0, len(point_trials), size):
             batch = point_trials[start:start + size]
-            seeds = f"{batch[0]['seed']}" if len(batch) == 1 else f"{batch[0]['seed']}-{batch[-1]['seed']}"
+            seeds = f"{batch[0].seed}" if len(batch) == 1 else f"{batch[0].seed}-{batch[-1].seed}"
             batches[f"{label} seeds={seeds}"] = batch
     return batches
 
@@ -136,11 +167,104 @@ def stable_hash(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def tracking_settings(cfg: DictConfig) -> tuple[str, str, str | None]:
-    """(absolute tracking URI, experiment name, absolute artifact root or None)."""
-    base = os.getcwd()
-    uri = absolute_tracking_uri(cfg.mlflow.tracking_uri, base)
+def absolute_tracking_uri(uri: str, base_dir: str) -> str:
+    """Make a sqlite:/// or plain-path tracking URI absolute against base_dir; keep servers."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str((Path(base_dir) / uri[len("sqlite:///"):]).resolve())
+    if "://" not in uri and not uri.startswith("sqlite:"):
+        return str((Path(base_dir) / uri).resolve())
+    return uri
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    """MLflow: absolute tracking URI, experiment, absolute artifact root (or None), figures."""
+
+    uri: str
+    experiment: str
+    artifact_root: str | None
+    trial_heatmaps: bool
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """``address``: "local" starts Ray here; anything else joins that cluster."""
+
+    address: str
+    num_cpus: int | None
+    object_store_memory: int
+
+    @property
+    def local(self) -> bool:
+        return self.address in (None, "local")
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    name: str
+    repeats: int
+    cpus_per_trial: int
+    max_concurrent_trials: int | None
+    seeds_per_trial: int | str
+    resume: bool
+    verbose: int
+    output_dir: Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a sweep or a single run reads, checked and with absolute paths."""
+
+    method: MethodSpec
+    data: DataSpec
+    sweep: SweepSettings
+    ray: RaySettings
+    tracking: TrackingSettings
+    seed: int
+    resolved: dict = field(repr=False)  # the whole resolved config, logged on the parent run
+
+
+def positive_int(value, what: str, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{what} must be a positive integer{' or null' if allow_none else ''}, got {value!r}")
+    return value
+
+
+def tracking_settings(cfg: DictConfig, base: str) -> TrackingSettings:
     root = cfg.mlflow.get("artifact_root")
     if root and "://" not in root:
         root = str((Path(base) / root).resolve())
-    return uri, cfg.mlflow.experiment, root
+    return TrackingSettings(absolute_tracking_uri(cfg.mlflow.tracking_uri, base), cfg.mlflow.experiment, root or None,
+                            bool(cfg.mlflow.trial_heatmaps))
+
+
+def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepSettings:
+    setting = cfg.sweep.seeds_per_trial
+    if setting != "auto":
+        positive_int(setting, "sweep.seeds_per_trial (or 'auto')")
+    repeats = positive_int(cfg.sweep.repeats, "sweep.repeats")
+    return SweepSettings(
+        name=cfg.sweep.name or f"{method}-{data}", repeats=repeats,
+        cpus_per_trial=positive_int(cfg.sweep.cpus_per_trial, "sweep.cpus_per_trial"),
+        max_concurrent_trials=positive_int(cfg.sweep.max_concurrent_trials, "sweep.max_concurrent_trials", True),
+        seeds_per_trial=setting, resume=bool(cfg.sweep.resume), verbose=int(cfg.sweep.verbose),
+        output_dir=(Path(base) / cfg.output_dir).resolve())
+
+
+def ray_settings(cfg: DictConfig) -> RaySettings:
+    return RaySettings(str(cfg.ray.address), positive_int(cfg.ray.num_cpus, "ray.num_cpus", True),
+                       positive_int(cfg.ray.object_store_memory, "ray.object_store_memory"))
+
+
+def settings(cfg: DictConfig) -> Settings:
+    """Read and check the whole config; paths are made absolute against the launch directory."""
+    base = os.getcwd()
+    method = method_spec(cfg)
+    data = data_spec(cfg.data)
+    seed = cfg.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    return Settings(method, data, sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg),
+                    tracking_settings(cfg, base), seed, OmegaConf.to_container(cfg, resolve=True))

@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from mtc.methods.memo import Memo  # noqa: E402
+from mtc.numerics.cache import Cache  # noqa: E402
 
 
 def convergence_plot(traces: dict[str, np.ndarray], path: str, title: str) -> None:
@@ -32,24 +32,37 @@ def convergence_plot(traces: dict[str, np.ndarray], path: str, title: str) -> No
     plt.close(fig)
 
 
-def block_heatmap(blocks: dict[tuple[int, int], np.ndarray], row_labels: list[list[str]], task_names: list[str],
-                  path: str, title: str) -> None:
-    """All G^(t,s) in one picture: block (t, s) of a sum_t h_t square matrix, blocks not
-    given (MTCMRL's diagonal) left blank, tick labels "<task>:<class>", lines between tasks,
-    colours from 0 to max(1, largest value) (G's rows are on the simplex).
+def heatmap_layout(matrix) -> tuple[np.ndarray, tuple]:
+    """(values, layout) of a NamedMatrix (mtc.trial) drawn as one picture: block (i, j) at
+    block row i and block column j, blocks not given left blank (NaN), tick labels
+    "<group>:<name>", lines between blocks."""
+    rows, cols = sorted(matrix.row_names), sorted(matrix.col_names)
+    row_offsets = np.concatenate([[0], np.cumsum([len(matrix.row_names[i]) for i in rows])])
+    col_offsets = np.concatenate([[0], np.cumsum([len(matrix.col_names[j]) for j in cols])])
+    full = np.full((row_offsets[-1], col_offsets[-1]), np.nan)
+    for (i, j), block in matrix.blocks.items():
+        r, c = rows.index(i), cols.index(j)
+        full[row_offsets[r]:row_offsets[r + 1], col_offsets[c]:col_offsets[c + 1]] = block
+
+    def ticks(names, groups, order):
+        return tuple(f"{groups[b]}:{name}" if groups[b] else name for b in order for name in names[b])
+
+    finite = full[np.isfinite(full)]
+    vmin = min(0.0, float(finite.min())) if finite.size else 0.0
+    vmax = max(1.0, float(finite.max())) if finite.size else 1.0
+    layout = (ticks(matrix.row_names, matrix.row_groups, rows), ticks(matrix.col_names, matrix.col_groups, cols),
+              tuple(row_offsets), tuple(col_offsets), matrix.title, vmin, vmax)
+    return full, layout
+
+
+def block_heatmap(matrix, path: str) -> None:
+    """A NamedMatrix as one heatmap PNG (see heatmap_layout).
 
     Drawn for every trial, so the frame (labels, lines, colour bar: nearly all of the
     0.15-0.25 s a matplotlib draw costs) is rendered once per layout and process and only
     the image is drawn on it (matplotlib's blitting), about 10 ms a trial."""
-    offsets = np.concatenate([[0], np.cumsum([len(labels) for labels in row_labels])])
-    full = np.full((offsets[-1], offsets[-1]), np.nan)
-    for (t, s), matrix in blocks.items():
-        full[offsets[t]:offsets[t + 1], offsets[s]:offsets[s + 1]] = matrix
-    ticks = tuple(f"{task}:{label}" for task, labels in zip(task_names, row_labels) for label in labels)
-    vmax = max(1.0, float(np.nanmax(full))) if np.isfinite(full).any() else 1.0
-    layout = (ticks, tuple(offsets), title, vmax)
-    frame = _HEATMAP_FRAMES.get(layout, lambda: _heatmap_frame(*layout))
-    figure, image, separators, background = frame
+    full, layout = heatmap_layout(matrix)
+    figure, image, separators, background = _FRAMES.get("heatmap", layout, lambda: _heatmap_frame(*layout))
     figure.canvas.restore_region(background)
     image.set_data(full)
     image.axes.draw_artist(image)
@@ -58,19 +71,25 @@ def block_heatmap(blocks: dict[tuple[int, int], np.ndarray], row_labels: list[li
     Image.fromarray(np.asarray(figure.canvas.buffer_rgba())).save(path)
 
 
-def _heatmap_frame(ticks: tuple[str, ...], offsets: tuple[int, ...], title: str, vmax: float) -> tuple:
+MAX_TICKS = 80  # an axis with more entries (samples) gets no per-entry tick labels
+
+
+def _heatmap_frame(row_ticks: tuple[str, ...], col_ticks: tuple[str, ...], row_offsets: tuple[int, ...],
+                   col_offsets: tuple[int, ...], title: str, vmin: float, vmax: float) -> tuple:
     """(figure, image artist, separator lines, rendered background) of one heatmap layout."""
-    side = 2.5 + 0.22 * len(ticks)
-    figure = Figure(figsize=(side + 1.0, side), dpi=72)
+    width = min(16.0, 3.5 + 0.22 * min(len(col_ticks), MAX_TICKS))
+    height = min(16.0, 2.5 + 0.22 * min(len(row_ticks), MAX_TICKS))
+    figure = Figure(figsize=(width, height), dpi=72)
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
-    image = ax.imshow(np.zeros((len(ticks), len(ticks))), cmap="viridis", vmin=0.0, vmax=vmax, animated=True)
-    separators = []
-    for edge in offsets[1:-1]:
-        separators += [ax.axhline(edge - 0.5, color="k", lw=0.8, animated=True),
-                       ax.axvline(edge - 0.5, color="k", lw=0.8, animated=True)]
-    ax.set_yticks(range(len(ticks)), ticks, fontsize=6)
-    ax.set_xticks(range(len(ticks)), ticks, fontsize=6, rotation=90)
+    image = ax.imshow(np.zeros((len(row_ticks), len(col_ticks))), cmap="viridis", vmin=vmin, vmax=vmax,
+                      animated=True, aspect="auto", interpolation="nearest")
+    separators = [ax.axhline(edge - 0.5, color="k", lw=0.8, animated=True) for edge in row_offsets[1:-1]]
+    separators += [ax.axvline(edge - 0.5, color="k", lw=0.8, animated=True) for edge in col_offsets[1:-1]]
+    ax.set_yticks(range(len(row_ticks)) if len(row_ticks) <= MAX_TICKS else [],
+                  row_ticks if len(row_ticks) <= MAX_TICKS else [], fontsize=6)
+    ax.set_xticks(range(len(col_ticks)) if len(col_ticks) <= MAX_TICKS else [],
+                  col_ticks if len(col_ticks) <= MAX_TICKS else [], fontsize=6, rotation=90)
     ax.set_title(title, fontsize=8)
     figure.colorbar(image, ax=ax, shrink=0.7)
     figure.subplots_adjust(left=0.25, bottom=0.25, right=0.95, top=0.93)
@@ -78,4 +97,4 @@ def _heatmap_frame(ticks: tuple[str, ...], offsets: tuple[int, ...], title: str,
     return figure, image, separators, figure.canvas.copy_from_bbox(figure.bbox)
 
 
-_HEATMAP_FRAMES = Memo(size=4)
+_FRAMES = Cache(size=4)

@@ -22,6 +22,17 @@ SELECTIONS = {
 }
 
 
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as read back from its MLflow child run."""
+
+    point: str
+    seed: str
+    status: str  # FINISHED, FAILED, ...
+    metrics: dict[str, float]
+    run_id: str
+
+
 @dataclass
 class PointSummary:
     point: str
@@ -31,14 +42,14 @@ class PointSummary:
     std: dict[str, float]
 
 
-def summarize(records: list[dict]) -> list[PointSummary]:
-    """records: {"point": label, "status": "FINISHED"|"FAILED", "metrics": {...}} per trial."""
-    by_point: dict[str, list[dict]] = {}
+def summarize(records: list[TrialRecord]) -> list[PointSummary]:
+    """Mean and std of every metric over the finished trials of each grid point."""
+    by_point: dict[str, list[TrialRecord]] = {}
     for record in records:
-        by_point.setdefault(record["point"], []).append(record)
+        by_point.setdefault(record.point, []).append(record)
     summaries = []
     for point, group in sorted(by_point.items()):
-        ok = [r["metrics"] for r in group if r["status"] == "FINISHED"]
+        ok = [r.metrics for r in group if r.status == "FINISHED"]
         keys = sorted(set().union(*ok)) if ok else []
         values = {k: np.array([m[k] for m in ok if k in m]) for k in keys}
         summaries.append(PointSummary(

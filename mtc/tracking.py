@@ -30,15 +30,6 @@ def client_for(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def absolute_tracking_uri(uri: str, base_dir: str) -> str:
-    """Make a sqlite:/// or plain-path tracking URI absolute against base_dir; keep servers."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str((Path(base_dir) / uri[len("sqlite:///"):]).resolve())
-    if "://" not in uri and not uri.startswith("sqlite:"):
-        return str((Path(base_dir) / uri).resolve())
-    return uri
-
-
 def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
     """The experiment's id, creating it (with an absolute local artifact root) if needed."""
     experiment = client.get_experiment_by_name(name)
@@ -96,8 +87,8 @@ def open_parent_run(client, experiment_id: str, sweep_key: str, run_name: str, p
     return run.info.run_id
 
 
-def prepare_child_runs(client, experiment_id: str, parent_id: str, trials: list[dict], tags: dict):
-    """Return ({trial_key: run_id} of trials still to run, [finished child runs]).
+def prepare_child_runs(client, experiment_id: str, parent_id: str, method: str, trials: list, tags: dict):
+    """Return ([trials still to run, each with its run id], [finished child runs]).
 
     Finished children are kept; unfinished ones (a crash or an interrupt left them
     RUNNING/FAILED) are deleted and created again so that every trial has exactly one run.
@@ -105,18 +96,17 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, trials: list[
     children = {run.data.tags.get(TRIAL_KEY_TAG): run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})}
     finished = [run for run in children.values() if run.info.status == "FINISHED"]
     done = {run.data.tags.get(TRIAL_KEY_TAG) for run in finished}
-    pending = {}
+    pending = []
     for trial in trials:
-        key = trial["key"]
-        if key in done:
+        if trial.key in done:
             continue
-        if key in children:
-            client.delete_run(children[key].info.run_id)
+        if trial.key in children:
+            client.delete_run(children[trial.key].info.run_id)
         run = client.create_run(
-            experiment_id, run_name=trial["name"],
-            tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: key, POINT_TAG: trial["label"], **tags},
+            experiment_id, run_name=f"{method}[{trial.label}] seed={trial.seed}",
+            tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags},
         )
-        pending[key] = run.info.run_id
+        pending.append(trial.with_run(run.info.run_id))
     return pending, finished
 
 
@@ -128,20 +118,19 @@ def log_params(client, run_id: str, params: dict) -> None:
 
 def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list[str], tags: dict | None = None,
               heatmaps: bool = True, convergence: bool = True) -> None:
-    """Params, metrics, the objective trace (with step), tags, labels, config and the
-    relatedness matrices; when ``heatmaps``, their PNGs, and when ``convergence``, the
-    trace's PNG (a sweep draws that once per best grid point instead, see
-    log_convergence_figure: each matplotlib figure costs 0.1-0.2 s of CPU, more than an
-    MTCMRL fit on Reuters)."""
+    """Params, metrics, every trace (with step), tags, labels, config and the fit record's
+    matrices (.npy and labelled .csv per block); when ``heatmaps``, one PNG per matrix, and
+    when ``convergence``, the objective trace's PNG (a sweep draws that once per best grid
+    point instead, see log_convergence_figure: each matplotlib figure costs 0.1-0.2 s of CPU,
+    more than an MTCMRL fit on Reuters)."""
     import mlflow.entities as entities
 
     from mtc.plots import block_heatmap, convergence_plot
 
     now = int(time.time() * 1000)
     metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
-    metrics += [entities.Metric("objective", float(v), now, step) for step, v in enumerate(outcome.objective_trace)]
-    metrics += [entities.Metric(name, float(v), now, step)
-                for name, trace in outcome.diagnostics.items() for step, v in enumerate(trace)]
+    for name, trace in {"objective": outcome.objective_trace, **outcome.traces}.items():
+        metrics += [entities.Metric(name, float(v), now, step) for step, v in enumerate(trace)]
     client.log_batch(
         run_id, metrics=metrics,
         params=[entities.Param(k, v[:6000]) for k, v in flatten(trial_config).items()],
@@ -155,24 +144,20 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
             convergence_plot({f"seed {trial_config['seed']}": outcome.objective_trace},
                              os.path.join(tmp, "convergence.png"),
                              f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
-        names = outcome.cluster_names
-        for (t, s), matrix in outcome.relatedness.items():
-            stem = os.path.join(tmp, f"G_{task_names[t]}__{task_names[s]}")
-            np.save(f"{stem}.npy", matrix)
-            labelled_csv(f"{stem}.csv", matrix, names[t], names[s])
-        weights = {"task_weights": (outcome.task_relatedness, "task weights alpha (row t: weights of every task s for task t)"),
-                   "ideal_task_weights": (outcome.ideal_task_relatedness, "ideal task relatedness from the labels")}
-        for stem, (matrix, title) in weights.items():
-            if matrix is None:
-                continue
-            np.save(os.path.join(tmp, f"{stem}.npy"), matrix)
-            labelled_csv(os.path.join(tmp, f"{stem}.csv"), matrix, task_names, task_names)
+        for name, matrix in outcome.matrices.items():
+            for (i, j), block in matrix.blocks.items():
+                stem = os.path.join(tmp, block_stem(name, matrix.row_groups[i], matrix.col_groups[j]))
+                np.save(f"{stem}.npy", block)
+                labelled_csv(f"{stem}.csv", block, matrix.row_names[i], matrix.col_names[j])
             if heatmaps:
-                block_heatmap({(0, 0): matrix}, [task_names], ["task"], os.path.join(tmp, f"{stem}.png"), title)
-        if outcome.relatedness and heatmaps:
-            block_heatmap(outcome.relatedness, names, task_names, os.path.join(tmp, "relatedness.png"),
-                          "cluster relatedness G(t,s), clusters mapped to classes")
+                block_heatmap(matrix, os.path.join(tmp, f"{name}.png"))
         client.log_artifacts(run_id, tmp)
+
+
+def block_stem(name: str, row_group: str, col_group: str) -> str:
+    """File stem of one block: the matrix name, then its task(s) ("G_task1__task2")."""
+    groups = "__".join(group for group in (row_group, col_group) if group)
+    return f"{name}_{groups}" if groups else name
 
 
 def labelled_csv(path: str, matrix: np.ndarray, row_names: list[str], col_names: list[str]) -> None:

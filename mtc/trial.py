@@ -1,4 +1,6 @@
-"""One trial: fit a solver on a dataset with one (parameters, seed) and score every task."""
+"""One trial: fit a solver on a dataset with one (grid point, seed), score every task, and
+turn its fit record into named, renderable results. Generic over methods: nothing here
+names a method or a matrix."""
 
 from __future__ import annotations
 
@@ -6,22 +8,42 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.base import clone
 
-from mtc.methods import build_solver
+from mtc.config import Trial
+from mtc.methods.base import MultiTaskClusterer
 from mtc.metrics import METRIC_NAMES, clusters_in_class_order, score_task
+from mtc.numerics.cache import Cache
+from mtc.record import LabelledMatrix
 from mtc.tasks import MultiTaskDataset
 
+# The cache a worker process gives every fit (solvers with a ``cache`` parameter keep their
+# seed-independent steps in it): in a sweep, Ray reuses a worker for many trials.
+WORKER_CACHE = Cache(size=2)
 
-@dataclass
+
+@dataclass(frozen=True)
+class NamedMatrix:
+    """A LabelledMatrix with every axis entry named for people: blocks in display order,
+    names and a group label (a task name, or "") per block row and block column."""
+
+    blocks: dict[tuple[int, int], np.ndarray]
+    row_names: dict[int, list[str]]
+    col_names: dict[int, list[str]]
+    row_groups: dict[int, str]
+    col_groups: dict[int, str]
+    title: str
+
+
+@dataclass(frozen=True)
 class TrialOutcome:
-    metrics: dict[str, float]  # "<metric>/<task>", "<metric>/mean", "objective/final", ...
+    """What one fit produced, ready for tracking."""
+
+    metrics: dict[str, float]  # "<metric>/<task>", "<metric>/mean", "objective/final", fit scalars
     objective_trace: np.ndarray
+    traces: dict[str, np.ndarray]  # per-iteration diagnostics, per-task ones as "<name>/<task>"
     labels: list[np.ndarray]
-    relatedness: dict[tuple[int, int], np.ndarray]  # G^(t,s), rows/columns in matched-class order
-    cluster_names: list[list[str]]  # per task: the class each row/column of its blocks matched
-    task_relatedness: np.ndarray | None  # learned task weights (MTCFIR's alpha), T x T
-    ideal_task_relatedness: np.ndarray | None  # from the labels (MTCFIR Tables 6-7), beside a learned one
-    diagnostics: dict[str, np.ndarray]
+    matrices: dict[str, NamedMatrix]
     converged: bool
 
 
@@ -36,38 +58,97 @@ def task_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray]) -> dict[st
     return metrics
 
 
-def relatedness_by_class(dataset: MultiTaskDataset, labels: list[np.ndarray], matrices: dict
-                         ) -> tuple[dict[tuple[int, int], np.ndarray], list[list[str]]]:
-    """Map every G^(t,s)'s clusters to the classes they match (Hungarian, as the accuracy;
-    MTCMRL Sec. 4.6): rows and columns reordered by class, plus each task's cluster names
-    (the matched class, or "cluster<c>" for a cluster matched to none)."""
-    if not matrices:
-        return {}, []
-    orders, names = [], []
-    for task, pred, k in zip(dataset.tasks, labels, dataset.n_clusters):
-        order, classes = clusters_in_class_order(task.y, pred, k)
-        orders.append(order)
-        names.append([task.class_names[c] if c >= 0 else f"cluster{i}" for i, c in zip(order, classes)])
-    return {(t, s): G[np.ix_(orders[t], orders[s])] for (t, s), G in matrices.items()}, names
+def scalar_metrics(name: str, value, task_names: list[str]) -> dict[str, float]:
+    """A record scalar as metrics: one number as it is, a length-T array as "<name>/<task>"."""
+    value = np.asarray(value, float)
+    if value.ndim == 0:
+        return {name: float(value)}
+    if value.shape != (len(task_names),):
+        raise ValueError(f"record scalar {name!r} has shape {value.shape}; expected () or ({len(task_names)},)")
+    return {f"{name}/{task}": float(v) for task, v in zip(task_names, value)}
 
 
-def run_trial(dataset: MultiTaskDataset, method: str, params: dict, seed: int) -> TrialOutcome:
-    solver = build_solver(method, params, n_clusters=dataset.n_clusters, random_state=seed)
+def trace_metrics(name: str, values, task_names: list[str]) -> dict[str, np.ndarray]:
+    """A record trace as step metrics: 1-D as it is, iterations x T as "<name>/<task>"."""
+    values = np.asarray(values, float)
+    if values.ndim == 1:
+        return {name: values}
+    if values.ndim != 2 or values.shape[1] != len(task_names):
+        raise ValueError(f"record trace {name!r} has shape {values.shape}; expected (n,) or (n, {len(task_names)})")
+    return {f"{name}/{task}": values[:, t] for t, task in enumerate(task_names)}
+
+
+class AxisNamer:
+    """Names the entries of record axes from the dataset and the predicted labels: clusters
+    are mapped to the classes they match (Hungarian, as the accuracy; MTCMRL Sec. 4.6) and
+    ordered by class; samples are named "<index>:<class>"."""
+
+    def __init__(self, dataset: MultiTaskDataset, labels: list[np.ndarray]):
+        self.dataset = dataset
+        self.orders, self.cluster_names = [], []
+        for task, pred, k in zip(dataset.tasks, labels, dataset.n_clusters):
+            order, classes = clusters_in_class_order(task.y, pred, k)
+            self.orders.append(order)
+            self.cluster_names.append([task.class_names[c] if c >= 0 else f"cluster{i}" for i, c in zip(order, classes)])
+
+    def order(self, axis, index: int, size: int) -> np.ndarray:
+        return self.orders[index] if axis == "cluster" else np.arange(size)
+
+    def names(self, axis, index: int) -> list[str]:
+        if isinstance(axis, tuple):
+            return list(axis)
+        if axis == "task":
+            return self.dataset.task_names
+        if axis == "cluster":
+            return self.cluster_names[index]
+        task = self.dataset.tasks[index]
+        return [f"{i}:{task.class_names[c]}" for i, c in enumerate(task.y)]
+
+    def group(self, axis, index: int) -> str:
+        return self.dataset.task_names[index] if axis in ("cluster", "sample") else ""
+
+    def name(self, matrix: LabelledMatrix) -> NamedMatrix:
+        blocks, row_names, col_names, row_groups, col_groups = {}, {}, {}, {}, {}
+        for (i, j), block in sorted(matrix.blocks.items()):
+            blocks[(i, j)] = block[np.ix_(self.order(matrix.rows, i, block.shape[0]),
+                                          self.order(matrix.cols, j, block.shape[1]))]
+            row_names[i], col_names[j] = self.names(matrix.rows, i), self.names(matrix.cols, j)
+            row_groups[i], col_groups[j] = self.group(matrix.rows, i), self.group(matrix.cols, j)
+        return NamedMatrix(blocks, row_names, col_names, row_groups, col_groups, matrix.title)
+
+
+def with_reference_matrices(matrices: dict[str, LabelledMatrix], dataset: MultiTaskDataset) -> dict:
+    """A learned task x task matrix is shown beside the relatedness the labels imply."""
+    if any(m.rows == m.cols == "task" for m in matrices.values()):
+        return {**matrices, "ideal_task_weights": LabelledMatrix.single(
+            dataset.ideal_task_relatedness(), "task", "task",
+            "ideal task relatedness from the labels (share of samples in shared categories)")}
+    return matrices
+
+
+def fitted_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None) -> MultiTaskClusterer:
+    """A fresh copy of the validated prototype with the trial's grid values and seed."""
+    solver = clone(prototype).set_params(**trial.point, random_state=trial.seed)
+    if cache is not None and "cache" in solver.get_params():
+        solver.set_params(cache=cache)
+    return solver
+
+
+def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial,
+              cache: Cache | None = WORKER_CACHE) -> TrialOutcome:
+    solver = fitted_solver(prototype, trial, cache)
     start = time.perf_counter()
     solver.fit(dataset.matrices)
     fit_seconds = time.perf_counter() - start
     trace = np.asarray(solver.objective_trace_, dtype=float)
-    metrics = task_metrics(dataset, solver.labels_)
-    metrics.update({
-        "objective/final": float(trace[-1]),
-        "n_iter": float(solver.n_iter_),
-        "converged": float(solver.converged_),
-        "fit_seconds": fit_seconds,
-        **solver.summary_metrics(),
-    })
     labels = [np.asarray(l) for l in solver.labels_]
-    relatedness, cluster_names = relatedness_by_class(dataset, labels, solver.cluster_relatedness())
-    learned = solver.task_relatedness()
-    ideal = dataset.ideal_task_relatedness() if learned is not None else None
-    return TrialOutcome(metrics, trace, labels, relatedness, cluster_names, learned, ideal,
-                        solver.diagnostics(), bool(solver.converged_))
+    record, names = solver.record_, dataset.task_names
+    metrics = task_metrics(dataset, labels)
+    metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
+                    "converged": float(solver.converged_), "fit_seconds": fit_seconds})
+    for name, value in record.scalars.items():
+        metrics.update(scalar_metrics(name, value, names))
+    traces = {key: values for name, trace in record.traces.items() for key, values in trace_metrics(name, trace, names).items()}
+    namer = AxisNamer(dataset, labels)
+    matrices = {name: namer.name(matrix) for name, matrix in with_reference_matrices(record.matrices, dataset).items()}
+    return TrialOutcome(metrics, trace, traces, labels, matrices, bool(solver.converged_))

@@ -1,7 +1,6 @@
 import pytest
-from hydra import compose, initialize_config_dir
 
-from mtc.cli import CONF_DIR
+from mtc.cli import compose_config as compose
 
 
 @pytest.fixture
@@ -9,13 +8,12 @@ def compose_config(tmp_path):
     """Compose the real Hydra config with overrides; outputs and MLflow go to tmp_path."""
 
     def _compose(*overrides):
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=[
-                f"output_dir={tmp_path / 'outputs'}",
-                f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
-                f"mlflow.artifact_root={tmp_path / 'artifacts'}",
-                *overrides,
-            ])
+        return compose([
+            f"output_dir={tmp_path / 'outputs'}",
+            f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+            f"mlflow.artifact_root={tmp_path / 'artifacts'}",
+            *overrides,
+        ])
 
     return _compose
 

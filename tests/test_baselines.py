@@ -2,11 +2,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mtc.config import method_configs
 from mtc.data.synthetic import make_synthetic
-from mtc.methods import METHODS, KernelKMeans, SymmetricNMF
-from mtc.methods.snmf import snmf
+from mtc.methods import KernelKMeans, KMeansClusterer, SymmetricNMF
 from mtc.metrics import accuracy
-from mtc.similarity import cosine_affinity
+from mtc.numerics.affinity import cosine_affinity
+from mtc.numerics.snmf import snmf
+
+METHODS = method_configs()
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +71,7 @@ def test_plain_update_as_printed_oscillates_and_the_literal_rule_stops_at_the_ri
     M, Y0 = overlapping_affinity
     _, plain = snmf(M, Y0, update="plain", tol=1e-6, max_iter=50)
     rises = np.flatnonzero(np.diff(plain.trace) > 0)
-    assert rises.size >= 10  # DESIGN.md "Numerics": not a descent method
+    assert rises.size >= 10  # docs/architecture.md "Numerics we have checked": not a descent method
     _, literal = snmf(M, Y0, update="plain", stopping="decrease", tol=1.0, max_iter=50)
     assert literal.n_iter == rises[0] + 1 and literal.converged
     _, robust = snmf(M, Y0, update="sqrt", stopping="relative", tol=1e-6, max_iter=500)
@@ -97,15 +100,19 @@ def test_sparse_input_matches_dense(planted):
 )
 def test_bad_input_is_rejected_with_a_specific_error(tasks, n_clusters, message):
     with pytest.raises(ValueError, match=message):
-        METHODS["kmeans"](n_clusters=n_clusters).fit(tasks)
+        KMeansClusterer(n_clusters=n_clusters).fit(tasks)
 
 
-def test_unknown_solver_options_are_rejected(planted):
-    with pytest.raises(ValueError, match="unknown SNMF update 'cube'"):
-        SymmetricNMF(n_clusters=3, update="cube").fit(planted.matrices)
-    with pytest.raises(ValueError, match="unknown affinity 'dot'"):
-        SymmetricNMF(n_clusters=3, affinity="dot").fit(planted.matrices)
-    with pytest.raises(ValueError, match="unknown stopping rule"):
-        SymmetricNMF(n_clusters=3, stopping="never").fit(planted.matrices)
-    with pytest.raises(ValueError, match="kernel_width must be positive"):
-        KernelKMeans(n_clusters=3, kernel_width=0).fit(planted.matrices)
+@pytest.mark.parametrize("solver, message", [
+    (SymmetricNMF(n_clusters=3, update="cube"), "The 'update' parameter of SymmetricNMF must be a str among"),
+    (SymmetricNMF(n_clusters=3, affinity="dot"), "The 'affinity' parameter of SymmetricNMF must be a str among"),
+    (SymmetricNMF(n_clusters=3, stopping="never"), "The 'stopping' parameter of SymmetricNMF must be a str among"),
+    (SymmetricNMF(n_clusters=3, max_iter=-1), r"The 'max_iter' parameter of SymmetricNMF must be an int in the range \[1, inf\)"),
+    (KernelKMeans(n_clusters=3, kernel_width=0), r"The 'kernel_width' parameter of KernelKMeans must be a float in the range \(0.0, inf\)"),
+    # these crashed deep inside the fit (empty min(), IndexError) before constraints were declared
+    (KernelKMeans(n_clusters=3, n_init=0), "The 'n_init' parameter of KernelKMeans must be an int in the range"),
+    (KernelKMeans(n_clusters=3, max_iter=0), "The 'max_iter' parameter of KernelKMeans must be an int in the range"),
+])
+def test_unknown_solver_options_are_rejected(planted, solver, message):
+    with pytest.raises(ValueError, match=message):
+        solver.fit(planted.matrices)

@@ -1,15 +1,20 @@
-"""The command-line entry points: one debugging fit, and one-line errors on bad input."""
+"""The command-line entry points: one debugging fit, and one-line errors on bad input only."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from mtc import tracking
 
+PLUGIN = Path(__file__).parent / "plugin"
 
-def run_cli(module, *args, cwd):
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+def run_cli(module, *args, cwd, env=None):
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env=env)
 
 
 def test_run_logs_one_mlflow_run(tmp_path):
@@ -30,9 +35,38 @@ def test_run_logs_one_mlflow_run(tmp_path):
     ("mtc.sweep", ["data=nope"], "error: unknown data 'nope'; available: "),
     ("mtc.sweep", ["method=kmeans", "+method.grid.alpha=[1,2]"], "error: method 'kmeans': unknown grid key 'alpha'"),
     ("mtc.run", ["data.params.n_shared=9"], "error: n_shared must be in [0, n_clusters=4], got 9"),
+    # out-of-range grid values: one line naming method, point, key, value and what is allowed
+    ("mtc.sweep", ["method=mtcmrl", "method.grid.lambda_=[-1.0]"],
+     "error: method 'mtcmrl', grid point alpha=0.25,lambda_=-1.0: The 'lambda_' parameter of MTCMRL must be a float "
+     "in the range (0.0, inf). Got -1.0 instead."),
+    ("mtc.sweep", ["method=mtcfir", "method.grid.corruption=[1.0]"],
+     "error: method 'mtcfir', grid point corruption=1.0,neighbour_ratio=0.1: The 'corruption' parameter of MTCFIR"),
+    ("mtc.sweep", ["method=kkm", "++method.grid.max_iter=[abc]"], "error: method 'kkm', grid point"),
+    ("mtc.sweep", ["sweep.repeats=0"], "error: sweep.repeats must be a positive integer, got 0"),
 ])
 def test_bad_cli_input_fails_fast_with_one_line(tmp_path, module, args, message):
     done = run_cli(module, *args, f"output_dir={tmp_path}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'db'}", cwd=tmp_path)
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines == [lines[0]] and lines[0].startswith(message), done.stderr
+    assert not (tmp_path / "db").exists()  # nothing was created: no MLflow store, no run left RUNNING
+
+
+def plugin_env():
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def test_a_method_from_outside_the_package_runs_from_the_command_line(tmp_path):
+    done = run_cli("mtc.run", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "data=synthetic",
+                   f"mlflow.tracking_uri=sqlite:///{tmp_path / 'db'}", f"output_dir={tmp_path}", cwd=tmp_path,
+                   env=plugin_env())
+    assert done.returncode == 0, done.stderr
+    assert "mean: acc=1.0000" in done.stdout and "objective 2.25 after 3 iterations" in done.stdout
+
+
+def test_a_numerical_failure_keeps_its_traceback_and_exits_1(tmp_path):
+    done = run_cli("mtc.run", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "++method.params.fail=true",
+                   f"mlflow.tracking_uri=sqlite:///{tmp_path / 'db'}", f"output_dir={tmp_path}", cwd=tmp_path,
+                   env={**plugin_env(), "HYDRA_FULL_ERROR": "1"})
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "FloatingPointError: toy failure: the iteration diverged" in done.stderr

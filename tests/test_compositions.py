@@ -1,4 +1,5 @@
-"""Every data composition: tasks x classes counts and feature dimension (reads ../shared/data).
+"""Every data composition: tasks x classes counts and feature dimension (the slow tests read
+../shared/data); the config layout (paths set once, shared text settings in one file, experiments).
 
 Counts are checked exactly against what the loaders build, and against the papers' tables:
 exact where the paper's rule is known (Reuters, WebKB course/faculty/project, Handdigits,
@@ -10,11 +11,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
-from mtc.cli import CONF_DIR, available
-from mtc.config import data_spec
-
-pytestmark = pytest.mark.slow
+from mtc.cli import CONF_DIR, available, compose_config
+from mtc.config import data_spec, method_spec
+from mtc.data.compositions import BUILDERS
 
 BUILT = {
     '20ng': (3000, [[389, 395, 396], [391, 398, 393, 376], [392, 397, 392], [383, 399, 392, 251]]),
@@ -57,14 +58,14 @@ PAPER_DIMENSIONS = {"reuters": 6439, "webkb4": 2500, "20ng": 3000, "handdigits":
 
 
 def load(name):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return data_spec(compose(config_name="config", overrides=[f"data={name}"])).load()
+    return data_spec(compose_config([f"data={name}"]).data).load()
 
 
 def test_every_data_config_is_checked():
     assert sorted(BUILT) == available("data")
 
 
+@pytest.mark.slow  # reads the corpus
 @pytest.mark.parametrize("name", sorted(BUILT))
 def test_counts_and_dimension(name):
     dataset = load(name)
@@ -84,6 +85,7 @@ def test_counts_and_dimension(name):
         assert diff.max() <= (0 if name in ("reuters", "handdigits") else 2)
 
 
+@pytest.mark.slow  # reads the corpus
 def test_text_rows_are_unit_length():
     dataset = load("reuters")
     for task in dataset.tasks:
@@ -98,23 +100,26 @@ IDEAL_RELATEDNESS = {  # MTCFIR Tables 6 and 7, printed to two decimals
 }
 
 
+@pytest.mark.slow  # reads the corpus
 @pytest.mark.parametrize("name", sorted(IDEAL_RELATEDNESS))
 def test_ideal_task_relatedness_equals_the_papers_tables(name):
     np.testing.assert_allclose(load(name).ideal_task_relatedness(), IDEAL_RELATEDNESS[name], atol=0.005)
 
 
+@pytest.mark.slow  # reads the corpus
 def test_categories_naming_an_unknown_class_are_rejected():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["data=reuters", "+data.categories.goldd=metal"])
     with pytest.raises(ValueError, match=r"categories name unknown classes \['goldd'\]"):
-        data_spec(cfg).load()
+        data_spec(cfg.data).load()
 
 
+@pytest.mark.slow  # reads the corpus
 def test_mnist_crop_makes_digits_fill_the_frame_like_usps():
     def border_ink(crop):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="config", overrides=["data=handdigits", f"data.params.mnist_crop={crop}"])
-        images = [task.X.reshape(-1, 16, 16) for task in data_spec(cfg).load().tasks]
+        images = [task.X.reshape(-1, 16, 16) for task in data_spec(cfg.data).load().tasks]
         ring = np.ones((16, 16), bool)
         ring[2:-2, 2:-2] = False  # the outer two pixels of the 16 x 16 frame
         return [float(x[:, ring].mean()) for x in images]
@@ -125,8 +130,98 @@ def test_mnist_crop_makes_digits_fill_the_frame_like_usps():
     assert mnist_cropped > usps / 4
 
 
+@pytest.mark.slow  # reads the corpus
 def test_bad_mnist_crop_is_rejected():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["data=handdigits", "data.params.mnist_crop=30"])
     with pytest.raises(ValueError, match=r"mnist_crop must be in \[16, 28\], got 30"):
-        data_spec(cfg).load()
+        data_spec(cfg.data).load()
+
+
+def composed(*overrides):
+    return compose_config(list(overrides))  # HydraConfig set, as under hydra.main
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_paths_are_set_once_in_config_yaml_not_per_data_config(name):
+    raw = (CONF_DIR / "data" / f"{name}.yaml").read_text()
+    assert not [line for line in raw.splitlines() if line.lstrip().startswith(("root:", "cache_dir:"))]
+    cfg = composed(f"data={name}")
+    assert cfg.data.root is None and cfg.data.cache_dir is None  # conf/config.yaml
+    cfg = composed(f"data={name}", "data.root=/x", "data.cache_dir=/y")
+    assert (cfg.data.root, cfg.data.cache_dir) == ("/x", "/y")
+
+
+TEXT_DEFAULT = CONF_DIR / "text" / "default.yaml"
+
+
+def test_shared_text_settings_live_in_one_file():
+    shared = OmegaConf.to_container(OmegaConf.load(TEXT_DEFAULT))
+    assert set(shared) == {"n_features", "lowercase", "stop_words", "min_df", "tfidf", "sublinear_tf"}
+    holders = sorted(p.relative_to(CONF_DIR).as_posix() for p in CONF_DIR.rglob("*.yaml")
+                     if any(f"{key}:" in p.read_text() for key in ("lowercase", "stop_words", "sublinear_tf")))
+    assert holders == ["text/default.yaml"]
+    assert available("text") == ["default"]
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_text_data_configs_inherit_the_shared_text_settings(name):
+    shared = OmegaConf.to_container(OmegaConf.load(TEXT_DEFAULT))
+    raw = OmegaConf.load(CONF_DIR / "data" / f"{name}.yaml")
+    cfg = composed(f"data={name}")
+    builder = BUILDERS.get(cfg.data.get("builder") or name)  # synthetic has no builder
+    if not (builder and builder.text):
+        assert "text" not in cfg.data.get("params", {}) and "defaults" not in raw
+        return
+    assert OmegaConf.to_container(raw)["defaults"] == [{"/text@params.text": "default"}, "_self_"]
+    own = OmegaConf.to_container(raw.params.get("text") or OmegaConf.create({}))
+    assert all(value != shared[key] for key, value in own.items())  # only what differs is written
+    assert OmegaConf.to_container(cfg.data.params.text) == {**shared, **own}
+    cfg = composed(f"data={name}", "data.params.text.n_features=123")
+    assert cfg.data.params.text.n_features == 123 and cfg.data.params.text.stop_words == "english"
+
+
+EXPERIMENTS = {  # name: (method, data, grid, repeats, other settings)
+    "baselines_synthetic": (None, "synthetic", None, 5, {}),
+    "reuters5000": (None, "reuters", None, 10, {"data.params.text.n_features": 5000}),
+    "mtcmrl_printed": ("mtcmrl", None, None, 10, {"method.params.w_update": "paper",
+                                                  "method.params.y_update": "paper"}),
+    "mtcfir_handdigits": ("mtcfir", "handdigits",
+                          {"neighbour_ratio": [0.1, 0.3, 0.5], "corruption": [0.5, 0.6, 0.7]}, 3, {}),
+    "mtcfir_nr_handdigits": ("mtcfir_nr", "handdigits",
+                             {"neighbour_ratio": [0.1, 0.3, 0.5], "corruption": [0.5, 0.6, 0.7]}, 3, {}),
+    "mtcfir_nf_handdigits": ("mtcfir_nf", "handdigits", {"neighbour_ratio": [0.1, 0.3, 0.5]}, 3, {}),
+    "mtcfir_ni_handdigits": ("mtcfir_ni", "handdigits", {"corruption": [0.5, 0.6, 0.7]}, 3, {}),
+}
+
+
+def test_every_experiment_is_checked():
+    assert sorted(EXPERIMENTS) == available("experiment")
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_experiment_composes_to_its_protocol(name):
+    method, data, grid, repeats, settings = EXPERIMENTS[name]
+    cfg = composed(f"+experiment={name}")
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    spec = method_spec(cfg)  # known method, known params and grid keys
+    data_spec(cfg.data)
+    assert set(spec.grid) <= set(method_spec(composed(f"method={spec.name}")).grid)  # a grid is only restricted
+    if method:
+        assert spec.name == method
+    if data:
+        assert cfg.data.name == data
+    if grid:
+        assert spec.grid == grid
+    assert cfg.sweep.repeats == repeats
+    for key, value in settings.items():
+        assert OmegaConf.select(cfg, key) == value
+
+
+def test_experiments_leave_open_what_they_do_not_fix():
+    cfg = composed("+experiment=mtcmrl_printed", "data=webkb4")
+    assert (method_spec(cfg).name, cfg.data.name, cfg.sweep.name) == ("mtcmrl", "webkb4", "mtcmrl_printed-webkb4")
+    cfg = composed("+experiment=reuters5000", "method=mtcfir_ni")
+    assert (method_spec(cfg).name, cfg.data.name, cfg.data.params.text.n_features) == ("mtcfir_ni", "reuters", 5000)
+    cfg = composed("+experiment=mtcfir_handdigits", "sweep.repeats=10")  # the command line comes last
+    assert cfg.sweep.repeats == 10

@@ -1,6 +1,8 @@
 import pytest
 
-from mtc.config import data_spec, method_spec, seed_batches, seeds_per_trial, trial_list
+from mtc.config import method_spec, seed_batches, seeds_per_trial, settings, trial_list
+from mtc.data.spec import data_spec
+from mtc.methods import KernelKMeans, SymmetricNMF
 
 
 def test_grid_times_seeds_with_stable_keys(compose_config):
@@ -8,8 +10,16 @@ def test_grid_times_seeds_with_stable_keys(compose_config):
     spec = method_spec(cfg)
     trials = trial_list(spec, cfg.sweep.repeats)
     assert len(trials) == 6
-    assert [t["key"] for t in trials[:3]] == [f"kernel_width=0.5|seed={s}" for s in range(3)]
-    assert trials[4]["params"] == {"n_init": 10, "max_iter": 300, "kernel_width": 2.0}
+    assert [t.key for t in trials[:3]] == [f"kernel_width=0.5|seed={s}" for s in range(3)]
+    assert trials[4].point == {"kernel_width": 2.0} and trials[4].seed == 1
+    assert spec.name == "kkm" and spec.solver is KernelKMeans and spec.params == {}
+    assert spec.prototype(n_clusters=[2, 3]).get_params()["n_clusters"] == [2, 3]
+
+
+def test_non_default_parameters_from_the_command_line(compose_config):
+    spec = method_spec(compose_config("method=snmf", "++method.params.tol=1e-3", "++method.params.max_iter=7"))
+    assert spec.params == {"tol": 1e-3, "max_iter": 7}
+    assert spec.prototype().get_params()["tol"] == 1e-3 and spec.solver is SymmetricNMF
 
 
 def test_new_grid_key_from_the_command_line(compose_config):
@@ -18,12 +28,21 @@ def test_new_grid_key_from_the_command_line(compose_config):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (("method=kmeans", "method.name=nope"), "unknown method 'nope'; known methods: a_kmeans"),
+    (("method=kmeans", "method._target_=mtc.methods.nope.Nope"), "method 'kmeans': cannot import _target_ 'mtc.methods.nope.Nope'"),
+    (("method=kmeans", "method._target_=mtc.tasks.Task"), "method 'kmeans': _target_ 'mtc.tasks.Task' is not a MultiTaskClusterer"),
     (("method=kmeans", "+method.grid.lambda_=[1]"), "method 'kmeans': unknown grid key 'lambda_'"),
     (("method=kmeans", "+method.params.alpha=1"), "method 'kmeans': unknown parameter 'alpha'"),
-    # n_clusters and random_state come from the dataset and the seed, never from a config
+    # n_clusters, random_state and cache come from the dataset, the seed and the worker, never from a config
     (("method=kmeans", "+method.params.n_clusters=3"), "method 'kmeans': unknown parameter 'n_clusters'"),
+    (("method=mtcmrl", "+method.params.cache=1"), "method 'mtcmrl': unknown parameter 'cache'"),
     (("method=kmeans", "+method.grid.n_init=4"), "grid values for 'n_init' must be a non-empty list"),
+    # values are checked against the solver's declared constraints before anything runs
+    (("method=mtcmrl", "method.grid.lambda_=[1.0,-1.0]"),
+     r"method 'mtcmrl', grid point alpha=0.25,lambda_=-1.0: The 'lambda_' parameter of MTCMRL must be a float in the range \(0.0, inf\). Got -1.0 instead."),
+    (("method=mtcfir", "method.grid.neighbour_ratio=[1.5]"), "The 'neighbour_ratio' parameter of MTCFIR must be a float in the range \\(0.0, 1.0\\]"),
+    (("method=mtcfir", "method.grid.corruption=[1.0]"), "The 'corruption' parameter of MTCFIR must be a float in the range \\[0.0, 1.0\\)"),
+    (("method=kkm", "++method.grid.max_iter=[abc]"), "The 'max_iter' parameter of KernelKMeans must be an int in the range"),
+    (("method=mtcmrl", "++method.params.tol=-1"), "method 'mtcmrl', parameters: The 'tol' parameter of MTCMRL must be a float in the range"),
 ])
 def test_bad_method_config_is_rejected(compose_config, overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -32,13 +51,26 @@ def test_bad_method_config_is_rejected(compose_config, overrides, message):
 
 def test_unknown_dataset_name(compose_config):
     with pytest.raises(ValueError, match="unknown dataset 'mnist2'"):
-        data_spec(compose_config("data.name=mnist2"))
+        data_spec(compose_config("data.name=mnist2").data)
 
 
-def test_zero_repeats_rejected(compose_config):
-    cfg = compose_config("sweep.repeats=0")
-    with pytest.raises(ValueError, match="sweep.repeats must be at least 1"):
-        trial_list(method_spec(cfg), cfg.sweep.repeats)
+@pytest.mark.parametrize("override, message", [
+    ("sweep.repeats=0", "sweep.repeats must be a positive integer, got 0"),
+    ("sweep.cpus_per_trial=0", "sweep.cpus_per_trial must be a positive integer"),
+    ("ray.num_cpus=0", "ray.num_cpus must be a positive integer or null, got 0"),
+    ("sweep.seeds_per_trial=two", "sweep.seeds_per_trial \\(or 'auto'\\) must be a positive integer"),
+    ("seed=-1", "seed must be a non-negative integer"),
+])
+def test_bad_sweep_settings_rejected(compose_config, override, message):
+    with pytest.raises(ValueError, match=message):
+        settings(compose_config(override))
+
+
+def test_settings_are_absolute(compose_config, tmp_path):
+    run = settings(compose_config("method=kkm", "data.root=relative/raw"))
+    assert run.tracking.uri == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert run.sweep.name == "kkm-synthetic" and run.sweep.output_dir == tmp_path / "outputs"
+    assert run.data.root.startswith("/") and run.data.root.endswith("relative/raw")
 
 
 @pytest.mark.parametrize("setting, n_trials, slots, expected", [
@@ -53,9 +85,9 @@ def test_seeds_per_trial(setting, n_trials, slots, expected):
 
 
 @pytest.mark.parametrize("setting", [0, -2, "two", 1.5, True])
-def test_bad_seeds_per_trial_rejected(setting):
-    with pytest.raises(ValueError, match="sweep.seeds_per_trial must be 'auto' or a positive integer"):
-        seeds_per_trial(setting, 10, 10, 2)
+def test_bad_seeds_per_trial_rejected(compose_config, setting):
+    with pytest.raises(ValueError, match="sweep.seeds_per_trial \\(or 'auto'\\) must be a positive integer"):
+        settings(compose_config(f"sweep.seeds_per_trial={setting}"))
 
 
 def test_seed_batches_stay_within_one_grid_point(compose_config):
@@ -63,5 +95,5 @@ def test_seed_batches_stay_within_one_grid_point(compose_config):
     batches = seed_batches(trial_list(method_spec(cfg), cfg.sweep.repeats), 2)
     assert list(batches) == ["kernel_width=0.5 seeds=0-1", "kernel_width=0.5 seeds=2",
                              "kernel_width=2.0 seeds=0-1", "kernel_width=2.0 seeds=2"]
-    assert [t["seed"] for t in batches["kernel_width=2.0 seeds=0-1"]] == [0, 1]
-    assert {t["label"] for t in batches["kernel_width=2.0 seeds=0-1"]} == {"kernel_width=2.0"}
+    assert [t.seed for t in batches["kernel_width=2.0 seeds=0-1"]] == [0, 1]
+    assert {t.label for t in batches["kernel_width=2.0 seeds=0-1"]} == {"kernel_width=2.0"}

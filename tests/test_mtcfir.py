@@ -6,9 +6,11 @@ import scipy.sparse as sp
 
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR
-from mtc.methods.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
-                                               row_sq_distances, task_weights)
-from mtc.methods.msda import msda_features, msda_layer
+from mtc.config import Trial
+from mtc.numerics.affinity import squared_distances
+from mtc.numerics.cache import Cache
+from mtc.numerics.consistent_similarity import adaptive_neighbours, distance_matrices, relation_matrices, task_weights
+from mtc.numerics.msda import msda_features, msda_layer
 from mtc.metrics import accuracy
 from mtc.trial import run_trial
 
@@ -45,7 +47,7 @@ def test_bad_corruption_probability():
 
 def test_adaptive_neighbours_columns_are_on_the_simplex_with_exactly_l_nonzeros():
     V = np.random.default_rng(2).random((30, 12))
-    A = row_sq_distances(V)
+    A = squared_distances(V)
     for l in (1, 4, 9):
         M = adaptive_neighbours(A, l)
         np.testing.assert_allclose(M.sum(axis=0), 1.0)
@@ -96,11 +98,12 @@ def test_ablation_switches(planted):
 def test_trial_logs_task_weights_and_mmd(planted, tmp_path):
     from mtc import tracking
 
-    outcome = run_trial(planted, "mtcfir", {"neighbour_ratio": 0.3}, seed=0)
-    assert outcome.task_relatedness.shape == (2, 2)
-    assert {"mmd/before", "mmd/after"} <= set(outcome.metrics)
+    outcome = run_trial(planted, MTCFIR(n_clusters=planted.n_clusters, neighbour_ratio=0.3), Trial({}, 0))
+    weights = outcome.matrices["task_weights"]
+    assert weights.blocks[(0, 0)].shape == (2, 2) and weights.row_names[0] == planted.task_names
+    assert {"mmd_before", "mmd_after"} <= set(outcome.metrics)
     # 2 of 3 equal-sized classes shared: the ideal relatedness of MTCFIR Sec. 4.6 is (2/3)^2
-    np.testing.assert_allclose(outcome.ideal_task_relatedness, [[1, 4 / 9], [4 / 9, 1]])
+    np.testing.assert_allclose(outcome.matrices["ideal_task_weights"].blocks[(0, 0)], [[1, 4 / 9], [4 / 9, 1]])
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     run = client.create_run(tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts")))
     config = {"method": "mtcfir", "params": {}, "seed": 0, "data": {"name": "planted"}}
@@ -117,42 +120,34 @@ def test_ideal_task_relatedness_counts_shared_classes():
 
 
 def test_too_many_neighbours_is_rejected(planted):
-    with pytest.raises(ValueError, match="neighbour_ratio must be in"):
+    with pytest.raises(ValueError, match=r"The 'neighbour_ratio' parameter of MTCFIR must be a float in the range \(0.0, 1.0\]"):
         MTCFIR(n_clusters=3, neighbour_ratio=1.5).fit(planted.matrices)
+    with pytest.raises(ValueError, match="task 0: l = ceil"):  # l = 2 neighbours need more than 3 samples
+        MTCFIR(n_clusters=2, neighbour_ratio=1.0).fit([X[:3] for X in planted.matrices])
 
 
-def test_seed_independent_steps_are_memoised_and_shared_read_only(planted):
-    from mtc.methods import mtcfir as module
-    from mtc.methods.memo import Memo
-
-    calls = []
-    original = MTCFIR._similarity_step
-
-    def counting(self, features, neighbours):
-        calls.append(1)
-        return original(self, features, neighbours)
-
-    module._SIMILARITIES = Memo(size=2)
-    MTCFIR._similarity_step = counting
-    try:
-        first = MTCFIR(n_clusters=3, random_state=0).fit(planted.matrices)
-        second = MTCFIR(n_clusters=3, random_state=1).fit(planted.matrices)
-        MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0).fit(planted.matrices)
-    finally:
-        MTCFIR._similarity_step = original
-    assert len(calls) == 2  # the second seed reused step 2; a new neighbour ratio did not
+def test_seed_independent_steps_are_cached_and_identical_without_the_cache(planted):
+    cache = Cache(size=2)
+    first = MTCFIR(n_clusters=3, random_state=0, cache=cache).fit(planted.matrices)
+    second = MTCFIR(n_clusters=3, random_state=1, cache=cache).fit(planted.matrices)
+    assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 1
+    MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0, cache=cache).fit(planted.matrices)
+    # a new neighbour ratio reuses step 1 but not step 2
+    assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 2
     np.testing.assert_array_equal(first.task_weights_, second.task_weights_)
-    alpha, similarities = next(iter(module._SIMILARITIES.results.values()))
+    alpha, similarities = next(iter(cache.results["mtcfir_similarities"].values()))
     assert not alpha.flags.writeable and not similarities[0].flags.writeable
+    fresh = MTCFIR(n_clusters=3, random_state=0).fit(planted.matrices)
+    np.testing.assert_array_equal(first.objective_trace_, fresh.objective_trace_)  # bit-identical
+    np.testing.assert_array_equal(first.task_weights_, fresh.task_weights_)
 
 
-def test_memo_keeps_the_most_recent_results():
-    from mtc.methods.memo import Memo
-
-    memo = Memo(size=2)
+def test_cache_keeps_the_most_recent_results_per_step():
+    cache = Cache(size=2)
     for key in ("a", "b", "a", "c"):
-        memo.get(key, lambda: np.zeros(2))
-    assert list(memo.results) == ["a", "c"]
+        cache.get("step", key, lambda: np.zeros(2))
+    cache.get("other", "a", lambda: np.ones(2))
+    assert list(cache.results["step"]) == ["a", "c"] and list(cache.results["other"]) == ["a"]
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -164,5 +159,5 @@ def test_distances_from_features_equal_the_sum_over_relation_matrices(sparse, wi
         features = [sp.csr_matrix(Z) for Z in features]
     relations = relation_matrices(features)
     alpha = np.array([[1.0, 0.3, 0.5], [0.7, 0.0, 0.2], [0.1, 0.4, 1.0]])
-    explicit = 0.7 * row_sq_distances(relations[(1, 0)]) + 0.2 * row_sq_distances(relations[(1, 2)])
+    explicit = 0.7 * squared_distances(relations[(1, 0)]) + 0.2 * squared_distances(relations[(1, 2)])
     np.testing.assert_allclose(list(distance_matrices(features, relations, alpha))[1], explicit, atol=1e-10)

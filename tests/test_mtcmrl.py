@@ -1,12 +1,11 @@
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
-
-from mtc.cli import CONF_DIR
-from mtc.config import data_spec
+from mtc.cli import configured_dataset
+from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCMRL, SNMFLR
-from mtc.methods.simplex import G_SOLVERS, project_rows_to_simplex, rowwise_objective, solve_simplex_rows
+from mtc.numerics.cache import Cache
+from mtc.numerics.simplex import G_SOLVERS, project_rows_to_simplex, rowwise_objective, solve_simplex_rows
 from mtc.trial import run_trial
 
 
@@ -65,42 +64,44 @@ def test_objective_never_rises_and_constraints_hold_on_synthetic(planted):
 
 @pytest.mark.slow
 def test_objective_never_rises_on_reuters_and_the_printed_rules_do():
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        dataset = data_spec(compose(config_name="config", overrides=["data=reuters"])).load()
+    dataset = configured_dataset("reuters")
     exact = MTCMRL(n_clusters=dataset.n_clusters, lambda_=1.0, alpha=1.0, random_state=0).fit(dataset.matrices)
     assert exact.converged_ and exact.n_iter_ > 5
     assert nondecreasing_steps(exact.objective_trace_) == 0
     printed = MTCMRL(n_clusters=dataset.n_clusters, lambda_=1.0, alpha=1.0, w_update="paper", y_update="paper",
                      stopping="relative", tol=0, max_iter=30, random_state=0).fit(dataset.matrices)
-    assert nondecreasing_steps(printed.objective_trace_) > 0  # DESIGN.md "Numerics": Eq. 19 is not a descent step
+    assert nondecreasing_steps(printed.objective_trace_) > 0  # docs/architecture.md "Numerics we have checked": Eq. 19 is not a descent step
 
 
 def test_snmf_lr_is_mtcmrl_without_cross_task_terms(planted):
     single = SNMFLR(n_clusters=4, random_state=3).fit(planted.matrices)
     zero = MTCMRL(n_clusters=4, alpha=0.0, beta=0.0, random_state=3).fit(planted.matrices)
-    assert single.G_ == {} and single.cluster_relatedness() == {}
+    assert single.G_ == {} and "G" not in single.record_.matrices
     np.testing.assert_allclose(single.objective_trace_, zero.objective_trace_)
     assert "alpha" not in SNMFLR().get_params()
 
 
 def test_shared_clusters_are_most_related_after_mapping_to_classes():
     dataset = make_synthetic(n_tasks=2, n_clusters=4, n_shared=2, seed=0)
-    outcome = run_trial(dataset, "mtcmrl", {"alpha": 1.0}, seed=0)
+    outcome = run_trial(dataset, MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0), Trial({}, 0))
     assert outcome.metrics["acc/mean"] == 1.0
-    G = outcome.relatedness[(0, 1)]
-    assert outcome.cluster_names == [["shared0", "shared1", "task0_own0", "task0_own1"],
-                                     ["shared0", "shared1", "task1_own0", "task1_own1"]]
+    relatedness = outcome.matrices["G"]
+    G = relatedness.blocks[(0, 1)]
+    assert relatedness.row_names == {0: ["shared0", "shared1", "task0_own0", "task0_own1"],
+                                     1: ["shared0", "shared1", "task1_own0", "task1_own1"]}
+    assert relatedness.row_groups == {0: "task0", 1: "task1"} and sorted(relatedness.blocks) == [(0, 1), (1, 0)]
     for i in (0, 1):  # a shared cluster's most related cluster is the same shared cluster
         assert np.argmax(G[i]) == i
-    assert set(outcome.diagnostics) == {"w_norm/task0", "w_norm/task1"}
+    assert set(outcome.traces) == {"w_norm/task0", "w_norm/task1"}
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"lambda_": 0.0}, "MTCMRL needs lambda_ > 0"),
-    ({"alpha": -1.0}, "alpha >= 0"),
-    ({"g_solver": "cvx"}, "unknown g_solver 'cvx'"),
-    ({"w_solver": "lu"}, "unknown w_solver 'lu'"),
-    ({"y_update": "fast"}, "unknown y_update 'fast'"),
+    ({"lambda_": 0.0}, r"The 'lambda_' parameter of MTCMRL must be a float in the range \(0.0, inf\)"),
+    ({"alpha": -1.0}, r"The 'alpha' parameter of MTCMRL must be a float in the range \[0.0, inf\)"),
+    ({"tol": -1.0}, r"The 'tol' parameter of MTCMRL must be a float in the range \[0.0, inf\)"),
+    ({"g_solver": "cvx"}, "The 'g_solver' parameter of MTCMRL must be a str among"),
+    ({"w_solver": "lu"}, "The 'w_solver' parameter of MTCMRL must be a str among"),
+    ({"y_update": "fast"}, "The 'y_update' parameter of MTCMRL must be a str among"),
 ])
 def test_bad_parameters_are_rejected(planted, params, message):
     with pytest.raises(ValueError, match=message):
@@ -124,30 +125,19 @@ def test_row_space_coordinates_give_the_same_fit(planted):
         np.testing.assert_allclose(W_reduced, W_full, rtol=1e-7, atol=1e-9)
 
 
-def test_seed_independent_preparation_is_memoised_and_leaves_the_input_writable(planted):
-    from mtc.methods import mtcmrl as module
-    from mtc.methods.memo import Memo
-
-    calls = []
-    original = MTCMRL._prepare
-
-    def counting(self, matrices):
-        calls.append(1)
-        return original(self, matrices)
-
-    module._PREPARED = Memo(size=1)
-    MTCMRL._prepare = counting
-    try:
-        first = MTCMRL(n_clusters=4, random_state=3).fit(planted.matrices)
-        again = MTCMRL(n_clusters=4, alpha=2.0, random_state=3).fit(planted.matrices)
-        MTCMRL(n_clusters=4, random_state=3).fit(planted.matrices)
-    finally:
-        MTCMRL._prepare = original
-    assert len(calls) == 1  # another alpha and a repeat reused the preparation
+def test_seed_independent_preparation_is_cached_and_identical_without_the_cache(planted):
+    cache = Cache(size=1)
+    first = MTCMRL(n_clusters=4, random_state=3, cache=cache).fit(planted.matrices)
+    again = MTCMRL(n_clusters=4, alpha=2.0, random_state=3, cache=cache).fit(planted.matrices)
+    (kept,) = cache.results["mtcmrl_preparation"].values()
+    MTCMRL(n_clusters=4, random_state=3, cache=cache).fit(planted.matrices)
+    (still,) = cache.results["mtcmrl_preparation"].values()
+    assert still is kept  # another alpha and a repeat reused the preparation
     assert not np.array_equal(first.objective_trace_, again.objective_trace_)
-    module._PREPARED = Memo(size=1)
     fresh = MTCMRL(n_clusters=4, random_state=3).fit(planted.matrices)
-    np.testing.assert_array_equal(first.objective_trace_, fresh.objective_trace_)
+    np.testing.assert_array_equal(first.objective_trace_, fresh.objective_trace_)  # bit-identical
+    for W_cached, W_fresh in zip(first.W_, fresh.W_):
+        np.testing.assert_array_equal(W_cached, W_fresh)
     assert all(X.flags.writeable for X in planted.matrices)
-    MTCMRL(n_clusters=4, row_space=False, random_state=3).fit(planted.matrices)
+    MTCMRL(n_clusters=4, row_space=False, random_state=3, cache=cache).fit(planted.matrices)
     assert all(X.flags.writeable for X in planted.matrices)

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from mtc import tracking
-from mtc.cli import CONF_DIR
+from mtc.cli import compose_config
+from mtc.config import settings
 from mtc.sweep import run_sweep
 
 pytestmark = pytest.mark.slow
@@ -88,13 +88,12 @@ def two_node_cluster(tmp_path, monkeypatch):
 
 
 def test_sweep_spreads_over_two_nodes_with_one_child_run_per_trial(two_node_cluster, tmp_path):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
-            f"mlflow.artifact_root={tmp_path / 'artifacts'}", f"ray.address={two_node_cluster}",
-            "sweep.verbose=0", "method=kmeans", "++method.grid.n_init=[1,2,3]", "sweep.repeats=4",
-        ])
-    result = run_sweep(cfg)
+    cfg = compose_config([
+        f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        f"mlflow.artifact_root={tmp_path / 'artifacts'}", f"ray.address={two_node_cluster}",
+        "sweep.verbose=0", "method=kmeans", "++method.grid.n_init=[1,2,3]", "sweep.repeats=4",
+    ])
+    result = run_sweep(settings(cfg))
     client = tracking.client_for(result["tracking_uri"])
     runs = tracking.find_runs(client, result["experiment_id"], **{tracking.PARENT_TAG: result["parent_run_id"]})
     keys = [run.data.tags[tracking.TRIAL_KEY_TAG] for run in runs]

@@ -1,12 +1,18 @@
 import numpy as np
 from PIL import Image
 
-from mtc.plots import block_heatmap
+from mtc.plots import block_heatmap, heatmap_layout
+from mtc.trial import NamedMatrix
+
+
+def named(blocks):
+    names = {0: ["a", "b"], 1: ["a", "b", "c"]}
+    groups = {0: "task1", 1: "task2"}
+    return NamedMatrix(blocks, names, names, groups, groups, "G")
 
 
 def test_reused_heatmap_frame_shows_exactly_the_current_matrices(tmp_path):
     rng = np.random.default_rng(0)
-    names, tasks = [["a", "b"], ["a", "b", "c"]], ["task1", "task2"]
 
     def blocks():
         return {(0, 1): rng.dirichlet(np.ones(3), 2), (1, 0): rng.dirichlet(np.ones(2), 3)}
@@ -14,10 +20,20 @@ def test_reused_heatmap_frame_shows_exactly_the_current_matrices(tmp_path):
     first, second = blocks(), blocks()
     pictures = []
     for i, matrices in enumerate((first, second, first)):
-        block_heatmap(matrices, names, tasks, str(tmp_path / f"{i}.png"), "G")
+        block_heatmap(named(matrices), str(tmp_path / f"{i}.png"))
         pictures.append(np.asarray(Image.open(tmp_path / f"{i}.png")))
     assert pictures[0].shape == pictures[1].shape and pictures[0].shape[2] == 4
     assert not np.array_equal(pictures[0], pictures[1])  # the new matrices are drawn
     np.testing.assert_array_equal(pictures[0], pictures[2])  # and nothing of the previous draw is left
     blank = pictures[0][..., :3].min(axis=2) == 255
     assert blank.mean() > 0.3  # the diagonal blocks (not given) and the margins stay white
+
+
+def test_layout_places_every_block_and_names_its_entries():
+    matrix = named({(0, 1): np.arange(6.0).reshape(2, 3), (1, 0): np.ones((3, 2))})
+    full, (row_ticks, col_ticks, row_offsets, col_offsets, title, vmin, vmax) = heatmap_layout(matrix)
+    assert full.shape == (5, 5) and row_offsets == (0, 2, 5) and col_offsets == (0, 2, 5)
+    np.testing.assert_array_equal(full[:2, 2:], np.arange(6.0).reshape(2, 3))
+    assert np.isnan(full[:2, :2]).all() and np.isnan(full[2:, 2:]).all()
+    assert row_ticks == ("task1:a", "task1:b", "task2:a", "task2:b", "task2:c") == col_ticks
+    assert (vmin, vmax) == (0.0, 5.0)

@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from mtc.report import best_point, grid_csv, report_markdown, summarize
+from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize
 
 
 def record(point, acc, objective, status="FINISHED"):
     metrics = {"acc/a": acc, "acc/mean": acc, "objective/final": objective}
     metrics.update({f"{m}/{t}": acc for m in ("nmi", "nmi_max", "ari", "purity") for t in ("a", "mean")})
-    return {"point": point, "status": status, "metrics": metrics}
+    return TrialRecord(point, "0", status, metrics, "run")
 
 
 @pytest.fixture

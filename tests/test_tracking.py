@@ -1,13 +1,15 @@
 import numpy as np
 
 from mtc import tracking
+from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
+from mtc.methods import MTCMRL
 from mtc.trial import run_trial
 
 
 def logged_artifacts(tmp_path, **plots):
     dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)
-    outcome = run_trial(dataset, "mtcmrl", {"alpha": 1.0, "max_iter": 5}, seed=0)
+    outcome = run_trial(dataset, MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5), Trial({}, 0))
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
     run = client.create_run(experiment)
@@ -17,20 +19,21 @@ def logged_artifacts(tmp_path, **plots):
     assert logged.data.tags["mtc.node_id"] == "n1" and logged.data.params["params.alpha"] == "1.0"
     history = client.get_metric_history(run.info.run_id, "w_norm/task1")
     assert [m.step for m in history] == list(range(len(outcome.objective_trace)))
+    G = outcome.matrices["G"]
     g = np.load(client.download_artifacts(run.info.run_id, "G_task0__task1.npy"))
-    np.testing.assert_allclose(g, outcome.relatedness[(0, 1)])
+    np.testing.assert_allclose(g, G.blocks[(0, 1)])
     header = open(client.download_artifacts(run.info.run_id, "G_task0__task1.csv")).readline().strip()
-    assert header == "," + ",".join(outcome.cluster_names[1])
+    assert header == "," + ",".join(G.col_names[1])
     return {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
 def test_trial_artifacts_with_plots(tmp_path):
     names = logged_artifacts(tmp_path)
-    assert {"labels.npz", "config.json", "objective_trace.csv", "convergence.png", "relatedness.png",
+    assert {"labels.npz", "config.json", "objective_trace.csv", "convergence.png", "G.png",
             "G_task0__task1.npy", "G_task1__task0.csv"} <= names
 
 
 def test_trial_plots_can_be_switched_off(tmp_path):
     names = logged_artifacts(tmp_path, heatmaps=False, convergence=False)
-    assert "convergence.png" not in names and "relatedness.png" not in names
+    assert "convergence.png" not in names and "G.png" not in names
     assert {"labels.npz", "G_task0__task1.npy"} <= names

@@ -7,6 +7,7 @@ files' checksums and the config, so a second load only reads one .npz file.
 
 from __future__ import annotations
 
+from mtc.errors import InputError
 from mtc.data import cache
 from mtc.data.compositions import BUILDERS, build
 from mtc.data.sources import RAW_FILES, data_root, raw_file
@@ -23,7 +24,7 @@ def load_dataset(name: str, builder: str | None = None, params: dict | None = No
     if builder == "synthetic":
         return make_synthetic(**params)
     if builder not in BUILDERS:
-        raise ValueError(f"unknown dataset builder {builder!r}; known builders: {', '.join(BUILDER_NAMES)}")
+        raise InputError(f"unknown dataset builder {builder!r}; known builders: {', '.join(BUILDER_NAMES)}")
     base = data_root(root)
     spec = BUILDERS[builder]
     paths, checksums = {}, {}

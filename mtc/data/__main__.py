@@ -9,19 +9,17 @@ import argparse
 import sys
 import time
 
-from hydra import compose, initialize_config_dir
-
-from mtc.cli import CONF_DIR, available
-from mtc.config import data_spec
+from mtc.cli import available, compose_config
+from mtc.data.spec import data_spec
+from mtc.errors import InputError
 
 
 def describe(name: str, overrides: list[str]) -> str:
     if name not in available("data"):
-        raise ValueError(f"unknown data {name!r}; available: {', '.join(available('data'))}")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"data={name}", *overrides])
+        raise InputError(f"unknown data {name!r}; available: {', '.join(available('data'))}")
+    cfg = compose_config([f"data={name}", *overrides])
     start = time.perf_counter()
-    dataset = data_spec(cfg).load()
+    dataset = data_spec(cfg.data).load()
     seconds = time.perf_counter() - start
     dropped = dataset.meta.get("dropped_empty")
     lines = [dataset.describe(), f"  follows: {cfg.data.get('follows', '-')}; loaded in {seconds:.2f} s"]
@@ -46,7 +44,7 @@ def main(argv=None) -> int:
     try:
         for name in names:
             print(describe(name, args.set))
-    except ValueError as error:
+    except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+from mtc.errors import InputError
 from mtc.data.corpora import read_idx, read_newsgroups, read_reuters, read_usps, read_webkb
 from mtc.data.text import tfidf_weights, vectorize_tasks
 from mtc.tasks import MultiTaskDataset, Task
@@ -43,7 +44,7 @@ def balanced_sample(rng: np.random.Generator, labels: np.ndarray, total: int | N
     for c in classes:
         rows = np.flatnonzero(labels == c)
         if per_class > rows.size:
-            raise ValueError(f"samples_per_task={total} needs {per_class} per class, class {c} has {rows.size}")
+            raise InputError(f"samples_per_task={total} needs {per_class} per class, class {c} has {rows.size}")
         picks.append(rng.choice(rows, per_class, replace=False))
     return np.sort(np.concatenate(picks))
 
@@ -142,7 +143,7 @@ def build_handdigits(paths, *, mnist_counts: list[int], usps_counts: list[int], 
     the box MNIST's digits were size-normalised into, so they fill the frame as USPS digits
     do) and area-averaged to 16 x 16."""
     if not 16 <= mnist_crop <= 28:
-        raise ValueError(f"mnist_crop must be in [16, 28], got {mnist_crop}")
+        raise InputError(f"mnist_crop must be in [16, 28], got {mnist_crop}")
     rng = np.random.default_rng(seed)
     mnist_images = [read_idx(paths["mnist_test_images"])]
     mnist_labels = [read_idx(paths["mnist_test_labels"])]

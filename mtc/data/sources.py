@@ -15,6 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from mtc.errors import InputError
+
 
 @dataclass(frozen=True)
 class RawFile:
@@ -76,7 +78,7 @@ RAW_FILES = {
 }
 
 
-class RawDataError(ValueError):
+class RawDataError(InputError):
     """A raw file is missing or does not match its checksum."""
 
 

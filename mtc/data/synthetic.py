@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset, Task
 
 
@@ -24,9 +25,9 @@ def random_centre(rng: np.random.Generator, n_features: int, support: int, separ
 def make_synthetic(n_tasks=3, n_clusters=4, n_shared=2, samples_per_cluster=50, n_features=40,
                    support=10, separation=3.0, noise=1.0, seed=0) -> MultiTaskDataset:
     if not 0 <= n_shared <= n_clusters:
-        raise ValueError(f"n_shared must be in [0, n_clusters={n_clusters}], got {n_shared}")
+        raise InputError(f"n_shared must be in [0, n_clusters={n_clusters}], got {n_shared}")
     if not 1 <= support <= n_features:
-        raise ValueError(f"support must be in [1, n_features={n_features}], got {support}")
+        raise InputError(f"support must be in [1, n_features={n_features}], got {support}")
     rng = np.random.default_rng(seed)
     shared = [random_centre(rng, n_features, support, separation) for _ in range(n_shared)]
     tasks = []

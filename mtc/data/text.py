@@ -1,6 +1,6 @@
 """Documents -> tf-idf matrices that share one vocabulary across tasks.
 
-Defaults follow common text-clustering practice (DESIGN.md, "Data"): lower-case tokens
+Defaults follow common text-clustering practice (conf/text/default.yaml): lower-case tokens
 (scikit-learn's pattern: runs of 2+ word characters), English stop words removed, the top
 ``n_features`` terms by document frequency over all tasks, tf-idf (idf over all tasks),
 each document L2-normalised. Documents left without any kept term can be dropped.

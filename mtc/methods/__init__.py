@@ -1,16 +1,33 @@
-"""Solvers, scikit-learn style: ``Solver(**params).fit(list_of_task_matrices)``."""
+"""Solvers, scikit-learn style: ``Solver(**params).fit(list_of_task_matrices)``.
+
+Every solver class of every module in this package can be imported from here
+(``from mtc.methods import MTCMRL``); the names are found by looking, not kept in a list,
+so a new module needs no edit here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from mtc.methods.base import MultiTaskClusterer
-from mtc.methods.kernel_kmeans import KernelKMeans
-from mtc.methods.kmeans import KMeansClusterer, PooledKMeans
-from mtc.methods.mtcfir import MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR
-from mtc.methods.mtcmrl import MTCMRL, SNMFLR
-from mtc.methods.registry import METHODS, build_solver, check_params, solver_class
-from mtc.methods.snmf import PooledSymmetricNMF, SymmetricNMF
-from mtc.methods.spectral import NormalizedCut, PooledNormalizedCut
 
-__all__ = [
-    "METHODS", "MTCFIR", "MTCFIRnF", "MTCFIRnI", "MTCFIRnR", "MTCMRL", "SNMFLR", "KMeansClusterer", "KernelKMeans", "MultiTaskClusterer", "NormalizedCut",
-    "PooledKMeans", "PooledNormalizedCut", "PooledSymmetricNMF", "SymmetricNMF",
-    "build_solver", "check_params", "solver_class",
-]
+
+def solver_classes() -> dict[str, type[MultiTaskClusterer]]:
+    """Every solver class defined in this package (the bases in ``base`` aside), by name."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, type) and issubclass(value, MultiTaskClusterer) and value.__module__ == module.__name__:
+                found[name] = value
+    return found
+
+
+def __getattr__(name: str):
+    classes = solver_classes()
+    if name in classes:
+        return classes[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,59 +1,61 @@
 """Solver base classes following scikit-learn's estimator conventions.
 
-A solver takes its hyper-parameters in ``__init__`` and is fitted on a list of task
-matrices: ``fit(tasks) -> self``. Fitted attributes: ``labels_`` (one array per task),
-``objective_trace_`` (one value per iteration), ``n_iter_``, ``converged_``.
+A solver takes its hyper-parameters in ``__init__`` and declares what each may be in
+``_parameter_constraints`` (scikit-learn's constraint language: ``Interval``,
+``StrOptions``, ``"boolean"``, types; subclasses and ablations inherit them). ``fit(tasks)``
+checks the parameters and the data, then calls ``_fit(matrices, n_clusters, rng)``, which
+sets the fitted attributes and fills ``record_`` (mtc.record.FitRecord). The sweep driver
+checks every grid point against the same constraints before anything runs.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.validation import check_n_clusters, check_tasks
+from mtc.numerics.affinity import AFFINITIES
+from mtc.numerics.convergence import STOPPING_RULES, SingleFit, summed_traces
+from mtc.numerics.snmf import UPDATE_RULES
+from mtc.numerics.stacking import row_counts, split_rows, stack_rows
+from mtc.record import FitRecord
+
+# Constraints that several solvers share.
+POSITIVE = Interval(Real, 0, None, closed="neither")
+NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+AT_LEAST_ONE = Interval(Integral, 1, None, closed="left")
+STOPPING = StrOptions(set(STOPPING_RULES))
+AFFINITY = StrOptions(set(AFFINITIES))
+SNMF_UPDATE = StrOptions(set(UPDATE_RULES))
 
 
 class MultiTaskClusterer(ClusterMixin, BaseEstimator):
-    """Base of every solver. Subclasses implement ``_fit(matrices, n_clusters, rng)``."""
+    """Base of every solver. Subclasses implement ``_fit(matrices, n_clusters, rng)``.
 
+    Set by the platform, never by a method config: ``n_clusters`` (from the dataset) and
+    ``random_state`` (the trial's seed).
+    """
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 2, None, closed="left"), "array-like"],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+    }
     requires_nonnegative = False
 
     def fit(self, tasks, y=None):
+        """Fit on a list of task matrices (rows = samples, one shared feature space)."""
+        self._validate_params()
         matrices = check_tasks(tasks, nonnegative=self.requires_nonnegative)
         n_clusters = check_n_clusters(self.n_clusters, matrices)
+        self.record_ = FitRecord()
         self._fit(matrices, n_clusters, np.random.default_rng(self.random_state))
         return self
 
     def fit_predict(self, tasks, y=None):
         return self.fit(tasks).labels_
-
-    def cluster_relatedness(self) -> dict[tuple[int, int], np.ndarray]:
-        """Learned cluster relatedness between task pairs, {(t, s): h_t x h_s} (none here)."""
-        return {}
-
-    def task_relatedness(self) -> np.ndarray | None:
-        """Learned T x T task relatedness (MTCFIR's task weights), or None."""
-        return None
-
-    def summary_metrics(self) -> dict[str, float]:
-        """Scalar diagnostics of the fit logged beside the scores, e.g. {"mmd/after": ...}."""
-        return {}
-
-    def diagnostics(self) -> dict[str, np.ndarray]:
-        """Per-iteration diagnostics besides the objective, {name: trace} (none here)."""
-        return {}
-
-
-class SingleFit(NamedTuple):
-    """What a single-task fit returns."""
-
-    labels: np.ndarray
-    trace: np.ndarray
-    n_iter: int
-    converged: bool
 
 
 class PerTaskClusterer(MultiTaskClusterer):
@@ -65,8 +67,7 @@ class PerTaskClusterer(MultiTaskClusterer):
     """
 
     def _fit(self, matrices, n_clusters, rng):
-        fits = [self._fit_one(X, k, rng) for X, k in zip(matrices, n_clusters)]
-        self._store(fits)
+        self._store([self._fit_one(X, k, rng) for X, k in zip(matrices, n_clusters)])
 
     def _store(self, fits: list[SingleFit]):
         self.labels_ = [fit.labels for fit in fits]
@@ -81,20 +82,6 @@ class PooledClusterer(PerTaskClusterer):
     into max_t k_t clusters, then score each task on its own rows."""
 
     def _fit(self, matrices, n_clusters, rng):
-        pooled = sp.vstack(matrices, format="csr") if any(map(sp.issparse, matrices)) else np.vstack(matrices)
-        fit = self._fit_one(pooled, max(n_clusters), rng)
+        fit = self._fit_one(stack_rows(matrices), max(n_clusters), rng)
         self._store([fit])
-        bounds = np.cumsum([X.shape[0] for X in matrices])[:-1]
-        self.labels_ = np.split(fit.labels, bounds)
-
-
-def summed_traces(traces: list[np.ndarray]) -> np.ndarray:
-    """Sum traces of unequal length, padding each with its last value."""
-    length = max(len(trace) for trace in traces)
-    padded = [np.pad(trace, (0, length - len(trace)), mode="edge") for trace in traces]
-    return np.sum(padded, axis=0)
-
-
-def seed_from(rng: np.random.Generator) -> int:
-    """An integer seed for libraries that take one (scikit-learn), drawn from rng."""
-    return int(rng.integers(2**31 - 1))
+        self.labels_ = split_rows(fit.labels, row_counts(matrices))

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from mtc.methods.base import PerTaskClusterer, SingleFit
-from mtc.similarity import gaussian_affinity
+from mtc.methods.base import AT_LEAST_ONE, POSITIVE, MultiTaskClusterer, PerTaskClusterer
+from mtc.numerics.affinity import gaussian_affinity
+from mtc.numerics.convergence import SingleFit
 
 
 def kernel_distances(K: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
@@ -60,7 +61,41 @@ def kernel_kmeans_lloyd(K, labels, k, max_iter):
 
 
 class KernelKMeans(PerTaskClusterer):
-    """Kernel k-means (KKM) with a Gaussian kernel of bandwidth width * median distance."""
+    """Kernel k-means (KKM) with a Gaussian kernel of bandwidth width * median distance.
+
+    Parameters
+    ----------
+    n_clusters : int or list of int, default=2
+        Clusters per task.
+    kernel_width : float, default=1.0
+        sigma = kernel_width x the median pairwise distance of the task's samples.
+    n_init : int, default=10
+        Kernel k-means++ restarts; the lowest final objective wins.
+    max_iter : int, default=300
+        Lloyd iterations per restart.
+    random_state : int, Generator or None, default=None
+        Seed of every random choice.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        Cluster of every sample, per task.
+    objective_trace_ : ndarray of shape (n_iter_,)
+        Summed within-cluster feature-space distances over tasks, per iteration.
+    task_objective_traces_ : list of ndarray
+        The winning restart's trace per task (never rises).
+    n_iter_ : int
+        Most iterations over tasks.
+    converged_ : bool
+        Whether every task's assignment stopped changing before ``max_iter``.
+    record_ : FitRecord
+        Empty.
+    """
+
+    _parameter_constraints = {
+        **MultiTaskClusterer._parameter_constraints,
+        "kernel_width": [POSITIVE], "n_init": [AT_LEAST_ONE], "max_iter": [AT_LEAST_ONE],
+    }
 
     def __init__(self, n_clusters=2, kernel_width=1.0, n_init=10, max_iter=300, random_state=None):
         self.n_clusters = n_clusters
@@ -70,9 +105,7 @@ class KernelKMeans(PerTaskClusterer):
         self.random_state = random_state
 
     def _fit_one(self, X, k, rng) -> SingleFit:
-        if self.kernel_width <= 0:
-            raise ValueError(f"kernel_width must be positive, got {self.kernel_width}")
-        K = gaussian_affinity(X.toarray() if sp.issparse(X) else X, self.kernel_width)
+        K = gaussian_affinity(X, self.kernel_width)
         runs = [
             kernel_kmeans_lloyd(K, kernel_kmeanspp(K, k, rng), k, self.max_iter)
             for _ in range(self.n_init)

@@ -4,11 +4,47 @@ from __future__ import annotations
 
 from sklearn.cluster import KMeans as SklearnKMeans
 
-from mtc.methods.base import PerTaskClusterer, PooledClusterer, SingleFit, seed_from
+from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
+from mtc.numerics.convergence import SingleFit
+from mtc.numerics.seeding import seed_from
 
 
 class KMeansClusterer(PerTaskClusterer):
-    """k-means on each task; the trace holds the final inertia (sklearn keeps no trace)."""
+    """k-means on each task; the trace holds the final inertia (scikit-learn keeps no trace).
+
+    Parameters
+    ----------
+    n_clusters : int or list of int, default=2
+        Clusters per task (one count for all tasks, or one per task).
+    n_init : int, default=10
+        k-means++ restarts; the lowest inertia wins.
+    max_iter : int, default=300
+        Lloyd iterations per restart.
+    tol : float, default=1e-4
+        scikit-learn's relative tolerance on the centre shift.
+    random_state : int, Generator or None, default=None
+        Seed of every random choice.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        Cluster of every sample, per task.
+    objective_trace_ : ndarray of shape (1,)
+        Summed final inertia over tasks.
+    task_objective_traces_ : list of ndarray of shape (1,)
+        Final inertia per task.
+    n_iter_ : int
+        Most Lloyd iterations over tasks.
+    converged_ : bool
+        Whether every task stopped before ``max_iter``.
+    record_ : FitRecord
+        Empty: k-means learns nothing beyond its labels.
+    """
+
+    _parameter_constraints = {
+        **MultiTaskClusterer._parameter_constraints,
+        "n_init": [AT_LEAST_ONE], "max_iter": [AT_LEAST_ONE], "tol": [NON_NEGATIVE],
+    }
 
     def __init__(self, n_clusters=2, n_init=10, max_iter=300, tol=1e-4, random_state=None):
         self.n_clusters = n_clusters
@@ -26,4 +62,25 @@ class KMeansClusterer(PerTaskClusterer):
 
 
 class PooledKMeans(PooledClusterer, KMeansClusterer):
-    """A-kmeans: k-means on the union of all tasks."""
+    """A-kmeans: k-means on the union of all tasks into max_t k_t clusters, scored per task.
+
+    Parameters
+    ----------
+    n_clusters, n_init, max_iter, tol, random_state
+        As KMeansClusterer; the pooled problem has max_t n_clusters[t] clusters.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        The pooled clustering's labels, split back by task.
+    objective_trace_ : ndarray
+        The pooled problem's trace.
+    task_objective_traces_ : list of one ndarray
+        The same trace (one pooled problem).
+    n_iter_ : int
+        Iterations of the pooled problem.
+    converged_ : bool
+        Whether the pooled problem converged.
+    record_ : FitRecord
+        Empty.
+    """

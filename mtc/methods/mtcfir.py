@@ -15,18 +15,24 @@ features, no instance transfer); ``learned_weights=False`` is MTCFIR-nR (every a
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.preprocessing import normalize
+from sklearn.utils._param_validation import Interval
 
-from mtc.methods.base import MultiTaskClusterer, summed_traces
-from mtc.methods.memo import Memo, fingerprint
-from mtc.methods.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
-                                               rescale_and_symmetrise, task_weights)
-from mtc.methods.msda import msda_features
-from mtc.methods.snmf import kmeans_indicator, snmf
-from mtc.similarity import cosine_affinity
+from mtc.errors import InputError
+from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, SNMF_UPDATE, STOPPING, MultiTaskClusterer
+from mtc.numerics.affinity import cosine_affinity
+from mtc.numerics.cache import Cache, cached, fingerprint
+from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
+                                                rescale_and_symmetrise, task_weights)
+from mtc.numerics.convergence import summed_traces
+from mtc.numerics.msda import msda_features
+from mtc.numerics.seeding import initial_indicator
+from mtc.numerics.snmf import snmf
+from mtc.numerics.stacking import row_counts, split_rows, stack_rows
+from mtc.record import LabelledMatrix
 
 
 def mean_embedding_mmd(features: list) -> float:
@@ -38,15 +44,70 @@ def mean_embedding_mmd(features: list) -> float:
     return float(np.mean([np.sum((means[t] - means[s]) ** 2) for t, s in pairs])) if pairs else 0.0
 
 
-_SIMILARITIES = Memo(size=2)
-
-
 class MTCFIR(MultiTaskClusterer):
-    """MTCFIR (Algorithm 1) and, through its switches, MTCFIR-nF / -nI / -nR."""
+    """MTCFIR (Algorithm 1) and, through its switches, MTCFIR-nF / -nI / -nR.
+
+    Parameters
+    ----------
+    n_clusters : int or list of int, default=2
+        k_t, clusters per task.
+    neighbour_ratio : float in (0, 1], default=0.3
+        lambda of Sec. 4.3: l_t = ceil(lambda n_t / k_t) neighbours.
+    corruption : float in [0, 1), default=0.5
+        mSDA feature corruption probability p (Eq. 5-6).
+    n_layers : int, default=3
+        mSDA layers g (Sec. 4.3: 3).
+    common_features : bool, default=True
+        Step 1 (mSDA); False is MTCFIR-nF.
+    consistent : bool, default=True
+        Step 2's consistent similarity; False is MTCFIR-nI (cosine of the new features).
+    learned_weights : bool, default=True
+        Task weights alpha of Eq. 20; False sets every alpha to 1 (MTCFIR-nR).
+    update : {"sqrt", "plain", "damped", "quarter"}, default="sqrt"
+        SNMF rule of step 3 (Eq. 25: sqrt).
+    stopping : {"relative", "decrease"}, default="relative"
+        SNMF stopping rule.
+    tol : float, default=1e-5
+        Tolerance of the stopping rule.
+    max_iter : int, default=500
+        SNMF iterations at most.
+    cache : Cache or None, default=None
+        Keeps the deterministic steps 1 and 2 for the next fit on the same data and
+        parameters (the seeds of a grid point); results are identical without it.
+    random_state : int, Generator or None, default=None
+        Seed of the k-means initialisation of SNMF.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        Cluster of every sample, per task.
+    task_weights_ : ndarray of shape (T, T)
+        alpha_s^t scaled so that alpha_t^t = 1 (row t: the weights of every task for task t).
+    n_neighbours_ : list of int
+        l_t per task.
+    mmd_before_, mmd_after_ : float
+        Mean pairwise MMD^2 between the tasks before and after step 1.
+    objective_trace_ : ndarray
+        Summed SNMF objective over tasks per iteration.
+    n_iter_ : int
+        Most SNMF iterations over tasks.
+    converged_ : bool
+        Whether every task met the stopping rule before ``max_iter``.
+    record_ : FitRecord
+        Scalars ``mmd_before``, ``mmd_after``; matrix ``task_weights`` (task x task).
+    """
+
+    _parameter_constraints = {
+        **MultiTaskClusterer._parameter_constraints,
+        "neighbour_ratio": [Interval(Real, 0, 1, closed="right")], "corruption": [Interval(Real, 0, 1, closed="left")],
+        "n_layers": [AT_LEAST_ONE], "common_features": ["boolean"], "consistent": ["boolean"],
+        "learned_weights": ["boolean"], "update": [SNMF_UPDATE], "stopping": [STOPPING], "tol": [NON_NEGATIVE],
+        "max_iter": [AT_LEAST_ONE], "cache": [None, Cache],
+    }
 
     def __init__(self, n_clusters=2, neighbour_ratio=0.3, corruption=0.5, n_layers=3, common_features=True,
                  consistent=True, learned_weights=True, update="sqrt", stopping="relative", tol=1e-5,
-                 max_iter=500, random_state=None):
+                 max_iter=500, cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.neighbour_ratio = neighbour_ratio
         self.corruption = corruption
@@ -58,29 +119,30 @@ class MTCFIR(MultiTaskClusterer):
         self.stopping = stopping
         self.tol = tol
         self.max_iter = max_iter
+        self.cache = cache
         self.random_state = random_state
 
     def _fit(self, matrices, n_clusters, rng):
-        if not 0 < self.neighbour_ratio <= 1:
-            raise ValueError(f"neighbour_ratio must be in (0, 1], got {self.neighbour_ratio}")
         neighbours = [max(1, math.ceil(self.neighbour_ratio * X.shape[0] / k)) for X, k in zip(matrices, n_clusters)]
         for t, (X, l) in enumerate(zip(matrices, neighbours)):
             if l > X.shape[0] - 2:
-                raise ValueError(f"task {t}: l = ceil(neighbour_ratio n_t / k_t) = {l} needs more than {X.shape[0]} samples")
+                raise InputError(f"task {t}: l = ceil(neighbour_ratio n_t / k_t) = {l} needs more than {X.shape[0]} samples")
         self.mmd_before_ = mean_embedding_mmd(matrices)
         if self.common_features:  # step 1
-            stacked = sp.vstack(matrices, format="csr") if any(map(sp.issparse, matrices)) else np.vstack(matrices)
-            Z = msda_features(stacked, self.corruption, self.n_layers)
-            features = np.split(Z, np.cumsum([X.shape[0] for X in matrices])[:-1])
+            stacked = stack_rows(matrices)
+            Z = cached(self.cache, "msda_features", (fingerprint(stacked), float(self.corruption), int(self.n_layers)),
+                       lambda: msda_features(stacked, self.corruption, self.n_layers))
+            features = split_rows(Z, row_counts(matrices))
         else:
             features = matrices
         self.mmd_after_ = mean_embedding_mmd(features)
         key = (fingerprint(*features), tuple(neighbours), self.consistent, self.learned_weights)
-        alpha, similarities = _SIMILARITIES.get(key, lambda: self._similarity_step(features, neighbours))
+        alpha, similarities = cached(self.cache, "mtcfir_similarities", key,
+                                     lambda: self._similarity_step(features, neighbours))
         self.task_weights_ = alpha / np.diag(alpha)[:, None]  # alpha_t^t = 1, as Tables 8-11
         fits = []
         for t, M in enumerate(similarities):  # step 3
-            _, fit = snmf(M, kmeans_indicator(features[t], n_clusters[t], rng), update=self.update,
+            _, fit = snmf(M, initial_indicator(features[t], n_clusters[t], rng), update=self.update,
                           stopping=self.stopping, tol=self.tol, max_iter=self.max_iter)
             fits.append(fit)
         self.labels_ = [fit.labels for fit in fits]
@@ -88,10 +150,13 @@ class MTCFIR(MultiTaskClusterer):
         self.n_iter_ = max(fit.n_iter for fit in fits)
         self.converged_ = all(fit.converged for fit in fits)
         self.n_neighbours_ = neighbours
+        self.record_.scalars.update(mmd_before=self.mmd_before_, mmd_after=self.mmd_after_)
+        self.record_.matrices["task_weights"] = LabelledMatrix.single(
+            self.task_weights_, "task", "task", "task weights alpha (row t: weights of every task s for task t)")
 
     def _similarity_step(self, features, neighbours) -> tuple[np.ndarray, list[np.ndarray]]:
         """Step 2: task weights alpha and one similarity matrix per task (no randomness, so
-        memoised per process: the seeds of a grid point share it)."""
+        kept in the cache: the seeds of a grid point share it)."""
         T = len(features)
         relations = relation_matrices(features) if self.consistent or self.learned_weights else None
         alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
@@ -100,37 +165,72 @@ class MTCFIR(MultiTaskClusterer):
                            for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
         return alpha, [cosine_affinity(Z) for Z in features]
 
-    def task_relatedness(self) -> np.ndarray:
-        return self.task_weights_
-
-    def summary_metrics(self) -> dict[str, float]:
-        return {"mmd/before": self.mmd_before_, "mmd/after": self.mmd_after_}
-
 
 class MTCFIRnF(MTCFIR):
-    """MTCFIR-nF: no common-feature step."""
+    """MTCFIR-nF: MTCFIR without the common-feature step (features Z = X).
+
+    Parameters
+    ----------
+    n_clusters, neighbour_ratio, update, stopping, tol, max_iter, cache, random_state
+        As MTCFIR (no mSDA, so no corruption or n_layers).
+
+    Attributes
+    ----------
+    labels_, task_weights_, n_neighbours_, objective_trace_, n_iter_, converged_, record_
+        As MTCFIR.
+    mmd_before_, mmd_after_ : float
+        Equal: the features are not changed.
+    """
 
     def __init__(self, n_clusters=2, neighbour_ratio=0.3, update="sqrt", stopping="relative", tol=1e-5,
-                 max_iter=500, random_state=None):
+                 max_iter=500, cache=None, random_state=None):
         super().__init__(n_clusters=n_clusters, neighbour_ratio=neighbour_ratio, common_features=False,
-                         update=update, stopping=stopping, tol=tol, max_iter=max_iter, random_state=random_state)
-
-
-class MTCFIRnI(MTCFIR):
-    """MTCFIR-nI: no consistent-similarity step (SNMF on the new features' own cosine similarity)."""
-
-    def __init__(self, n_clusters=2, corruption=0.5, n_layers=3, update="sqrt", stopping="relative", tol=1e-5,
-                 max_iter=500, random_state=None):
-        super().__init__(n_clusters=n_clusters, corruption=corruption, n_layers=n_layers, consistent=False,
-                         learned_weights=False, update=update, stopping=stopping, tol=tol, max_iter=max_iter,
+                         update=update, stopping=stopping, tol=tol, max_iter=max_iter, cache=cache,
                          random_state=random_state)
 
 
+class MTCFIRnI(MTCFIR):
+    """MTCFIR-nI: no consistent-similarity step (SNMF on the new features' own cosine
+    similarity).
+
+    Parameters
+    ----------
+    n_clusters, corruption, n_layers, update, stopping, tol, max_iter, cache, random_state
+        As MTCFIR (no neighbours, so no neighbour_ratio).
+
+    Attributes
+    ----------
+    labels_, mmd_before_, mmd_after_, n_neighbours_, objective_trace_, n_iter_, converged_, record_
+        As MTCFIR.
+    task_weights_ : ndarray of shape (T, T)
+        All ones (no instance transfer).
+    """
+
+    def __init__(self, n_clusters=2, corruption=0.5, n_layers=3, update="sqrt", stopping="relative", tol=1e-5,
+                 max_iter=500, cache=None, random_state=None):
+        super().__init__(n_clusters=n_clusters, corruption=corruption, n_layers=n_layers, consistent=False,
+                         learned_weights=False, update=update, stopping=stopping, tol=tol, max_iter=max_iter,
+                         cache=cache, random_state=random_state)
+
+
 class MTCFIRnR(MTCFIR):
-    """MTCFIR-nR: every task weight alpha = 1."""
+    """MTCFIR-nR: MTCFIR with every task weight alpha = 1.
+
+    Parameters
+    ----------
+    n_clusters, neighbour_ratio, corruption, n_layers, update, stopping, tol, max_iter, cache, random_state
+        As MTCFIR.
+
+    Attributes
+    ----------
+    labels_, mmd_before_, mmd_after_, n_neighbours_, objective_trace_, n_iter_, converged_, record_
+        As MTCFIR.
+    task_weights_ : ndarray of shape (T, T)
+        All ones.
+    """
 
     def __init__(self, n_clusters=2, neighbour_ratio=0.3, corruption=0.5, n_layers=3, update="sqrt",
-                 stopping="relative", tol=1e-5, max_iter=500, random_state=None):
+                 stopping="relative", tol=1e-5, max_iter=500, cache=None, random_state=None):
         super().__init__(n_clusters=n_clusters, neighbour_ratio=neighbour_ratio, corruption=corruption,
                          n_layers=n_layers, learned_weights=False, update=update, stopping=stopping, tol=tol,
-                         max_iter=max_iter, random_state=random_state)
+                         max_iter=max_iter, cache=cache, random_state=random_state)

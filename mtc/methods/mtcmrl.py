@@ -41,23 +41,23 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse as sp
+from sklearn.utils._param_validation import StrOptions
 
-from mtc.methods.base import MultiTaskClusterer
-from mtc.methods.convergence import check_stopping_rule, has_converged
-from mtc.methods.memo import Memo, fingerprint
-from mtc.methods.simplex import G_SOLVERS, solve_simplex_rows
-from mtc.methods.snmf import EPS, gram_svd, kmeans_indicator
-from mtc.similarity import affinity_matrix
-
-W_UPDATES = ("exact", "paper")
-W_SOLVERS = ("ridge", "sylvester")
-Y_UPDATES = ("monotone", "paper")
+from mtc.methods.base import AFFINITY, AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, STOPPING, MultiTaskClusterer
+from mtc.numerics.affinity import affinity_matrix, squared_distances
+from mtc.numerics.cache import Cache, cached, fingerprint
+from mtc.numerics.convergence import has_converged
+from mtc.numerics.linalg import as_dense, gram_svd
+from mtc.numerics.seeding import initial_indicator
+from mtc.numerics.simplex import G_SOLVERS, solve_simplex_rows
+from mtc.numerics.snmf import EPS
+from mtc.numerics.stacking import row_counts, split_rows, stack_rows
+from mtc.record import LabelledMatrix
 
 
 def sq_distances(Wt: np.ndarray, Ws: np.ndarray) -> np.ndarray:
-    """A_ij = ||W^t_i - W^s_j||^2 between the columns of two weight matrices."""
-    return np.maximum((Wt * Wt).sum(0)[:, None] + (Ws * Ws).sum(0)[None, :] - 2.0 * Wt.T @ Ws, 0.0)
+    """A_ij = ||W^t_i - W^s_j||^2 between the columns of two weight matrices (Eq. 3)."""
+    return squared_distances(Wt.T, Ws.T)
 
 
 class RowSpace:
@@ -71,14 +71,12 @@ class RowSpace:
 
     def __init__(self, matrices):
         ones = np.ones((1, matrices[0].shape[1]))
-        self.stack = sp.vstack([*matrices, sp.csr_matrix(ones)], format="csr") if any(map(sp.issparse, matrices)) \
-            else np.vstack([*matrices, ones])
+        self.stack = stack_rows([*matrices, ones])
         U, s = gram_svd(self.stack)
         self.coefficients = U / s[None, :]  # Q = stack' @ coefficients
         coordinates = U * s[None, :]  # stack @ Q
-        bounds = np.cumsum([X.shape[0] for X in matrices])
-        self.Z = np.split(coordinates[:-1], bounds[:-1])
-        self.ones = coordinates[-1]  # Q' 1
+        *self.Z, ones_row = split_rows(coordinates, [*row_counts(matrices), 1])
+        self.ones = ones_row[0]  # Q' 1
 
     def to_features(self, Omega: np.ndarray) -> np.ndarray:
         """W = Q Omega in the original d features."""
@@ -100,15 +98,80 @@ class RidgeFactor:
         return inside + (B - self.V @ VtB) / c[None, :]
 
 
-_PREPARED = Memo(size=1)
-
-
 class MTCMRL(MultiTaskClusterer):
-    """MTCMRL (Algorithm 1). With alpha = beta = 0 it is the single-task SNMF+LR."""
+    """MTCMRL (Algorithm 1). With alpha = beta = 0 it is the single-task SNMF+LR.
+
+    Parameters
+    ----------
+    n_clusters : int or list of int, default=2
+        h_t, clusters per task.
+    lambda_ : float, default=1.0
+        Weight of the regression term lambda ||Y - XW||^2 (> 0).
+    mu : float, default=0.5
+        Ridge weight mu ||W||^2 (> 0; the paper's 2^-1).
+    alpha : float, default=1.0
+        Weight of the cross-task terms (>= 0; 0 is SNMF+LR).
+    beta : float, default=0.5
+        Weight of ||G||^2 (>= 0; the paper's 2^-1).
+    affinity : {"cosine", "gaussian"}, default="cosine"
+        Similarity M^t of the SNMF term.
+    g_solver : {"projection", "qp", "frank_wolfe"}, default="projection"
+        G step (Eq. 4-5): exact row-wise simplex projection, the paper's QP, or Frank-Wolfe.
+    w_solver : {"ridge", "sylvester"}, default="ridge"
+        W step: column ridge systems on one SVD, or the paper's dual Sylvester equation (Eq. 13).
+    w_update : {"exact", "paper"}, default="exact"
+        exact: minimises Eq. 3 in W^t; paper: Eq. 7 as printed, the (s, t) pairs left out.
+    y_update : {"monotone", "paper"}, default="monotone"
+        monotone: Eq. 3 never rises; paper: Eq. 19 as printed (not a descent step).
+    stopping : {"decrease", "relative"}, default="decrease"
+        decrease: the paper's rule, stop when Eq. 3 falls by less than ``tol`` (Sec. 4.7).
+    tol : float, default=1.0
+        Tolerance of the stopping rule (Sec. 4.7: 1).
+    max_iter : int, default=100
+        Outer iterations at most.
+    row_space : bool, default=True
+        Run in the exact coordinates of the tasks' row space (see RowSpace).
+    cache : Cache or None, default=None
+        Keeps the seed- and parameter-free preparation (affinities, row space, ridge
+        factors) for the next fit on the same data; results are identical without it.
+    random_state : int, Generator or None, default=None
+        Seed of the k-means initialisation of Y.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        argmax of every row of Y^t.
+    Y_ : list of ndarray of shape (n_t, h_t)
+        Cluster indicators.
+    W_ : list of ndarray of shape (d, h_t)
+        Regression weights, in the original features.
+    G_ : dict of (t, s) to ndarray of shape (h_t, h_s)
+        Cluster relatedness, rows on the simplex ({} when alpha = 0).
+    objective_trace_ : ndarray of shape (n_iter_ + 1,)
+        Eq. 3 from the initial point on.
+    w_norm_trace_ : ndarray of shape (n_iter_ + 1, T)
+        ||W^t||_F per iteration and task.
+    n_iter_ : int
+        Outer iterations run.
+    converged_ : bool
+        Whether the stopping rule was met before ``max_iter``.
+    record_ : FitRecord
+        Trace ``w_norm`` (per task) and, when alpha > 0, matrix ``G`` (cluster x cluster
+        blocks per task pair).
+    """
+
+    _parameter_constraints = {
+        **MultiTaskClusterer._parameter_constraints,
+        "lambda_": [POSITIVE], "mu": [POSITIVE], "alpha": [NON_NEGATIVE], "beta": [NON_NEGATIVE],
+        "affinity": [AFFINITY], "g_solver": [StrOptions(set(G_SOLVERS))],
+        "w_solver": [StrOptions({"ridge", "sylvester"})], "w_update": [StrOptions({"exact", "paper"})],
+        "y_update": [StrOptions({"monotone", "paper"})], "stopping": [STOPPING], "tol": [NON_NEGATIVE],
+        "max_iter": [AT_LEAST_ONE], "row_space": ["boolean"], "cache": [None, Cache],
+    }
 
     def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, alpha=1.0, beta=0.5, affinity="cosine",
                  g_solver="projection", w_solver="ridge", w_update="exact", y_update="monotone",
-                 stopping="decrease", tol=1.0, max_iter=100, row_space=True, random_state=None):
+                 stopping="decrease", tol=1.0, max_iter=100, row_space=True, cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.lambda_ = lambda_
         self.mu = mu
@@ -123,17 +186,8 @@ class MTCMRL(MultiTaskClusterer):
         self.tol = tol
         self.max_iter = max_iter
         self.row_space = row_space
+        self.cache = cache
         self.random_state = random_state
-
-    def _check_params(self):
-        for name, value, allowed in (("g_solver", self.g_solver, G_SOLVERS), ("w_solver", self.w_solver, W_SOLVERS),
-                                     ("w_update", self.w_update, W_UPDATES), ("y_update", self.y_update, Y_UPDATES)):
-            if value not in allowed:
-                raise ValueError(f"unknown {name} {value!r}; choose one of {allowed}")
-        check_stopping_rule(self.stopping)
-        if self.lambda_ <= 0 or self.mu <= 0 or self.alpha < 0 or self.beta < 0:
-            raise ValueError("MTCMRL needs lambda_ > 0, mu > 0, alpha >= 0 and beta >= 0, got "
-                             f"lambda_={self.lambda_}, mu={self.mu}, alpha={self.alpha}, beta={self.beta}")
 
     # --- objective (Eq. 3) -------------------------------------------------------------
     def _task_terms(self, t) -> float:
@@ -178,8 +232,7 @@ class MTCMRL(MultiTaskClusterer):
             self.W_[t] = self._factors[t].solve(self.lambda_, c, self.lambda_ * (X.T @ Y) + self.alpha * R)
         else:  # the dual Sylvester equation, Eq. 13, then Eq. 10
             K = 2.0 * c
-            gram = X @ X.T
-            gram = gram.toarray() if sp.issparse(gram) else gram
+            gram = as_dense(X @ X.T)
             Gamma = scipy.linalg.solve_sylvester(gram, np.diag(K / (2.0 * self.lambda_)),
                                                  Y * K[None, :] - 2.0 * self.alpha * (X @ R))
             self.W_[t] = (X.T @ Gamma + 2.0 * self.alpha * R) / K[None, :]
@@ -205,8 +258,8 @@ class MTCMRL(MultiTaskClusterer):
     def _prepare(self, matrices) -> tuple:
         """The seed- and parameter-free part of a fit: similarities M^t with ||M^t||^2, the
         row space (or None) and the ridge factors of the data in the coordinates used (or
-        None). Memoised per process (mtc.methods.memo): in a sweep, every grid point and seed
-        on the same data shares it."""
+        None). Kept in ``cache`` when one is given: in a sweep, every grid point and seed on the
+        same data shares it."""
         M = [affinity_matrix(X, self.affinity) for X in matrices]
         M_sq = [float(np.sum(Mt * Mt)) for Mt in M]
         space = RowSpace(matrices) if self.row_space else None  # exact change of coordinates, see RowSpace
@@ -215,12 +268,12 @@ class MTCMRL(MultiTaskClusterer):
         return M, M_sq, space, factors
 
     def _fit(self, matrices, n_clusters, rng):
-        self._check_params()
         self._T = len(matrices)
         key = (fingerprint(*matrices), self.affinity, self.row_space, self.w_solver)
-        self._M, self._M_sq, space, self._factors = _PREPARED.get(key, lambda: self._prepare(matrices))
+        self._M, self._M_sq, space, self._factors = cached(self.cache, "mtcmrl_preparation", key,
+                                                           lambda: self._prepare(matrices))
         self._X = space.Z if space is not None else matrices
-        self.Y_ = [kmeans_indicator(X, k, rng) for X, k in zip(matrices, n_clusters)]
+        self.Y_ = [initial_indicator(X, k, rng) for X, k in zip(matrices, n_clusters)]
         if self.row_space:
             self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]
         else:
@@ -248,19 +301,33 @@ class MTCMRL(MultiTaskClusterer):
             self.W_ = [space.to_features(Omega) for Omega in self.W_]
         for name in ("_X", "_M", "_M_sq", "_factors"):
             self.__dict__.pop(name, None)
-
-    def cluster_relatedness(self) -> dict[tuple[int, int], np.ndarray]:
-        return dict(self.G_)
-
-    def diagnostics(self) -> dict[str, np.ndarray]:
-        return {f"w_norm/task{t}": self.w_norm_trace_[:, t] for t in range(self.w_norm_trace_.shape[1])}
+        self.record_.traces["w_norm"] = self.w_norm_trace_
+        if self.G_:
+            self.record_.matrices["G"] = LabelledMatrix(dict(self.G_), "cluster", "cluster",
+                                                        "cluster relatedness G(t,s), rows on the simplex")
 
 
 class SNMFLR(MTCMRL):
-    """SNMF+LR: MTCMRL's single-task ablation, alpha = beta = 0 (no cross-task terms)."""
+    """SNMF+LR: MTCMRL's single-task ablation, alpha = beta = 0 (no cross-task terms).
+
+    Parameters
+    ----------
+    n_clusters, lambda_, mu, affinity, w_solver, y_update, stopping, tol, max_iter, row_space, cache, random_state
+        As MTCMRL (alpha = beta = 0 are fixed, so g_solver and w_update play no part).
+
+    Attributes
+    ----------
+    labels_, Y_, W_, objective_trace_, w_norm_trace_, n_iter_, converged_
+        As MTCMRL.
+    G_ : dict
+        Empty (no task pairs are related).
+    record_ : FitRecord
+        Trace ``w_norm`` (per task); no matrix.
+    """
 
     def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, affinity="cosine", w_solver="ridge",
-                 y_update="monotone", stopping="decrease", tol=1.0, max_iter=100, row_space=True, random_state=None):
+                 y_update="monotone", stopping="decrease", tol=1.0, max_iter=100, row_space=True, cache=None,
+                 random_state=None):
         super().__init__(n_clusters=n_clusters, lambda_=lambda_, mu=mu, alpha=0.0, beta=0.0, affinity=affinity,
                          w_solver=w_solver, y_update=y_update, stopping=stopping, tol=tol, max_iter=max_iter,
-                         row_space=row_space, random_state=random_state)
+                         row_space=row_space, cache=cache, random_state=random_state)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 from sklearn.cluster import spectral_clustering
 
-from mtc.methods.base import PerTaskClusterer, PooledClusterer, SingleFit, seed_from
-from mtc.similarity import affinity_matrix
+from mtc.methods.base import AFFINITY, AT_LEAST_ONE, POSITIVE, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
+from mtc.numerics.affinity import affinity_matrix
+from mtc.numerics.convergence import SingleFit
+from mtc.numerics.seeding import indicator, seed_from
 
 
 def normalized_cut(W: np.ndarray, labels: np.ndarray, k: int) -> float:
     """Ncut(A_1..A_k) = sum_c cut(A_c, V \\ A_c) / vol(A_c) = sum_c 1 - assoc(A_c) / vol(A_c)."""
-    H = np.zeros((W.shape[0], k))
-    H[np.arange(W.shape[0]), labels] = 1.0
+    H = indicator(labels, k)
     volume = H.T @ W.sum(axis=1)
     within = np.sum(H * (W @ H), axis=0)
     used = volume > 0
@@ -20,7 +21,41 @@ def normalized_cut(W: np.ndarray, labels: np.ndarray, k: int) -> float:
 
 
 class NormalizedCut(PerTaskClusterer):
-    """Spectral clustering (Ng-Jordan-Weiss embedding + k-means) on each task's affinity."""
+    """Spectral clustering (Ng-Jordan-Weiss embedding + k-means) on each task's affinity.
+
+    Parameters
+    ----------
+    n_clusters : int or list of int, default=2
+        Clusters per task.
+    affinity : {"cosine", "gaussian"}, default="cosine"
+        Affinity between a task's samples.
+    kernel_width : float, default=1.0
+        Gaussian width as a multiple of the median pairwise distance (gaussian only).
+    n_init : int, default=10
+        k-means restarts on the spectral embedding.
+    random_state : int, Generator or None, default=None
+        Seed of every random choice.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        Cluster of every sample, per task.
+    objective_trace_ : ndarray of shape (1,)
+        Summed normalized cut of the partitions over tasks.
+    task_objective_traces_ : list of ndarray of shape (1,)
+        Normalized cut per task.
+    n_iter_ : int
+        Always 1 (one embedding and one k-means).
+    converged_ : bool
+        Always True.
+    record_ : FitRecord
+        Empty.
+    """
+
+    _parameter_constraints = {
+        **MultiTaskClusterer._parameter_constraints,
+        "affinity": [AFFINITY], "kernel_width": [POSITIVE], "n_init": [AT_LEAST_ONE],
+    }
 
     def __init__(self, n_clusters=2, affinity="cosine", kernel_width=1.0, n_init=10, random_state=None):
         self.n_clusters = n_clusters
@@ -36,4 +71,25 @@ class NormalizedCut(PerTaskClusterer):
 
 
 class PooledNormalizedCut(PooledClusterer, NormalizedCut):
-    """A-Ncut: normalized cut on the affinity of the union of all tasks."""
+    """A-Ncut: normalized cut on the affinity of the union of all tasks, scored per task.
+
+    Parameters
+    ----------
+    n_clusters, affinity, kernel_width, n_init, random_state
+        As NormalizedCut; the pooled problem has max_t n_clusters[t] clusters.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        The pooled clustering's labels, split back by task.
+    objective_trace_ : ndarray
+        The pooled problem's trace.
+    task_objective_traces_ : list of one ndarray
+        The same trace (one pooled problem).
+    n_iter_ : int
+        Iterations of the pooled problem.
+    converged_ : bool
+        Whether the pooled problem converged.
+    record_ : FitRecord
+        Empty.
+    """

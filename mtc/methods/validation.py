@@ -1,4 +1,4 @@
-"""Input checks shared by every solver: one clear ValueError per kind of bad input."""
+"""Input checks shared by every solver: one clear InputError (a ValueError) per kind of bad input."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from mtc.errors import InputError
+
 
 def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True) -> list:
     """Validate a list of task matrices (rows = samples) that share one feature space.
@@ -14,9 +16,9 @@ def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True)
     Returns float64 matrices (CSR when sparse and `accept_sparse`, dense otherwise).
     """
     if isinstance(tasks, np.ndarray) or sp.issparse(tasks) or not isinstance(tasks, Sequence):
-        raise ValueError("tasks must be a list of 2-D matrices, one per task")
+        raise InputError("tasks must be a list of 2-D matrices, one per task")
     if len(tasks) == 0:
-        raise ValueError("tasks is empty: need at least one task matrix")
+        raise InputError("tasks is empty: need at least one task matrix")
     checked = []
     for t, X in enumerate(tasks):
         if sp.issparse(X):
@@ -24,18 +26,18 @@ def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True)
         else:
             X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
-            raise ValueError(f"task {t}: expected a 2-D matrix, got {X.ndim}-D")
+            raise InputError(f"task {t}: expected a 2-D matrix, got {X.ndim}-D")
         if X.shape[0] == 0 or X.shape[1] == 0:
-            raise ValueError(f"task {t}: empty matrix of shape {X.shape}")
+            raise InputError(f"task {t}: empty matrix of shape {X.shape}")
         values = X.data if sp.issparse(X) else X
         if not np.isfinite(values).all():
-            raise ValueError(f"task {t}: data contains NaN or infinite values")
+            raise InputError(f"task {t}: data contains NaN or infinite values")
         if nonnegative and (values < 0).any():
-            raise ValueError(f"task {t}: this method needs non-negative data, found negative entries")
+            raise InputError(f"task {t}: this method needs non-negative data, found negative entries")
         checked.append(X)
     dims = [X.shape[1] for X in checked]
     if len(set(dims)) != 1:
-        raise ValueError(f"ragged feature dimensions across tasks: {dims}")
+        raise InputError(f"ragged feature dimensions across tasks: {dims}")
     return checked
 
 
@@ -46,12 +48,12 @@ def check_n_clusters(n_clusters, matrices: list) -> list[int]:
     else:
         counts = [int(k) for k in n_clusters]
         if len(counts) != len(matrices):
-            raise ValueError(
+            raise InputError(
                 f"n_clusters has {len(counts)} entries but there are {len(matrices)} tasks"
             )
     for t, (k, X) in enumerate(zip(counts, matrices)):
         if k < 2:
-            raise ValueError(f"task {t}: n_clusters must be at least 2, got {k}")
+            raise InputError(f"task {t}: n_clusters must be at least 2, got {k}")
         if X.shape[0] < k:
-            raise ValueError(f"task {t}: {X.shape[0]} samples is fewer than n_clusters={k}")
+            raise InputError(f"task {t}: {X.shape[0]} samples is fewer than n_clusters={k}")
     return counts

@@ -1,4 +1,4 @@
-"""MTCFIR step 2: a consistent similarity matrix per task from every task's relations (Eq. 7-20).
+"""MTCFIR step 2 (CJC-19): a consistent similarity matrix per task from every task's relations (Eq. 7-20).
 
 For task t: relation matrices V^(ts) (cosine, n_t x n_s) to every task s (s = t included),
 task weights alpha_s^t = |V^(ts) >= eps^t| / (n_t n_s) with eps^t the median over columns of
@@ -17,8 +17,10 @@ column to a maximum of 1 and symmetrises, M = (M + M') / 2.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.preprocessing import normalize
+
+from mtc.numerics.affinity import squared_distances
+from mtc.numerics.linalg import as_dense
 
 
 def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
@@ -27,8 +29,7 @@ def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.nd
     relations = {}
     for t in range(len(unit)):
         for s in range(t, len(unit)):
-            V = unit[t] @ unit[s].T
-            relations[(t, s)] = V.toarray() if sp.issparse(V) else np.asarray(V)
+            relations[(t, s)] = as_dense(unit[t] @ unit[s].T)
             relations[(s, t)] = relations[(t, s)].T
     return relations
 
@@ -44,12 +45,6 @@ def task_weights(relations: dict, n_neighbours: list[int]) -> np.ndarray:
         for s in range(T):
             alpha[t, s] = np.count_nonzero(relations[(t, s)] >= threshold) / relations[(t, s)].size
     return alpha
-
-
-def row_sq_distances(V: np.ndarray) -> np.ndarray:
-    """||V_i - V_j||^2 between the rows of V (n_t x n_t)."""
-    norms = np.sum(V * V, axis=1)
-    return np.maximum(norms[:, None] + norms[None, :] - 2.0 * V @ V.T, 0.0)
 
 
 def adaptive_neighbours(A: np.ndarray, l: int) -> np.ndarray:
@@ -86,10 +81,10 @@ def distance_matrices(features: list, relations: dict, alpha: np.ndarray):
     T = len(features)
     if features[0].shape[1] >= sum(Z.shape[0] for Z in features):
         for t in range(T):
-            yield sum(alpha[t, s] * row_sq_distances(relations[(t, s)]) for s in range(T) if alpha[t, s] > 0)
+            yield sum(alpha[t, s] * squared_distances(relations[(t, s)]) for s in range(T) if alpha[t, s] > 0)
         return
     unit = [normalize(Z) for Z in features]
-    grams = [np.asarray((U.T @ U).todense()) if sp.issparse(U) else U.T @ U for U in unit]
+    grams = [as_dense(U.T @ U) for U in unit]
     for t in range(T):
         C = sum(alpha[t, s] * grams[s] for s in range(T) if alpha[t, s] > 0)
         gram = np.asarray(np.asarray(unit[t] @ C) @ unit[t].T)

@@ -1,12 +1,20 @@
-"""Affinity matrices between the samples of one task."""
+"""Affinity matrices between the samples of one task, and pairwise squared distances."""
 
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 
+from mtc.numerics.linalg import as_dense
+
 AFFINITIES = ("cosine", "gaussian")
+
+
+def squared_distances(A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+    """||a_i - b_j||^2 between the rows of A and of B (B = A when omitted), clipped at 0."""
+    B = A if B is None else B
+    a2, b2 = np.sum(A * A, axis=1), np.sum(B * B, axis=1)
+    return np.maximum(a2[:, None] + b2[None, :] - 2.0 * A @ B.T, 0.0)
 
 
 def cosine_affinity(X) -> np.ndarray:
@@ -25,14 +33,15 @@ def median_positive(D2: np.ndarray) -> float:
 
 def gaussian_affinity(X, width: float = 1.0) -> np.ndarray:
     """exp(-||x_i - x_j||^2 / (2 sigma^2)) with sigma^2 = width^2 * median squared distance."""
-    D2 = euclidean_distances(X, squared=True)
+    D2 = euclidean_distances(as_dense(X), squared=True)
     sigma2 = width**2 * median_positive(D2)
     return np.exp(-D2 / (2.0 * sigma2))
 
 
 def affinity_matrix(X, kind: str, width: float = 1.0) -> np.ndarray:
+    """The ``kind`` affinity (one of AFFINITIES) between the rows of X."""
     if kind == "cosine":
         return cosine_affinity(X)
     if kind == "gaussian":
-        return gaussian_affinity(X.toarray() if sp.issparse(X) else X, width)
+        return gaussian_affinity(X, width)
     raise ValueError(f"unknown affinity {kind!r}; choose one of {AFFINITIES}")

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from mtc.methods.memo import Memo, fingerprint
+from mtc.numerics.linalg import as_dense
 
 REGULARISATION = 1e-5
 
@@ -30,10 +30,6 @@ REGULARISATION = 1e-5
 def _with_constant(X):
     ones = np.ones((X.shape[0], 1))
     return sp.hstack([X, ones], format="csr") if sp.issparse(X) else np.hstack([X, ones])
-
-
-def _dense(X) -> np.ndarray:
-    return X.toarray() if sp.issparse(X) else np.asarray(X)
 
 
 def msda_layer(X, p: float, route: str = "auto") -> np.ndarray:
@@ -47,36 +43,26 @@ def msda_layer(X, p: float, route: str = "auto") -> np.ndarray:
     if route == "auto":
         route = "dense" if d + 1 <= n else "woodbury"
     if route == "dense":
-        S = _dense(Xb.T @ Xb)
+        S = as_dense(Xb.T @ Xb)
         EQ = S * np.outer(q, q)
         np.fill_diagonal(EQ, np.diag(S) * q + REGULARISATION)  # Eq. 6
         EP = S[:d] * q[None, :]  # Eq. 5
         W = scipy.linalg.solve(EQ, EP.T, assume_a="pos").T  # Eq. 4: E[P] E[Q]^-1, E[Q] symmetric
-        return np.tanh(_dense(Xb @ W.T))
+        return np.tanh(as_dense(Xb @ W.T))
     if route != "woodbury":
         raise ValueError(f"unknown mSDA route {route!r}; choose dense, woodbury or auto")
     diag_S = np.asarray(Xb.multiply(Xb).sum(axis=0)).ravel() if sp.issparse(Xb) else np.sum(Xb * Xb, axis=0)
     D = diag_S * q * (1.0 - q) + REGULARISATION
-    Ut = _dense(Xb) * q[None, :]  # U' = X_bar diag(q), N x (d+1)
-    A = (_dense(Xb) / D[None, :]) @ Ut.T  # X_bar D^-1 U
+    Ut = as_dense(Xb) * q[None, :]  # U' = X_bar diag(q), N x (d+1)
+    A = (as_dense(Xb) / D[None, :]) @ Ut.T  # X_bar D^-1 U
     B = (Ut / D[None, :]) @ Ut.T
     K = A - A @ scipy.linalg.solve(np.eye(n) + B, B)
-    return np.tanh(K @ _dense(X))
+    return np.tanh(K @ as_dense(X))
 
 
 def msda_features(X, p: float, n_layers: int, route: str = "auto") -> np.ndarray:
-    """[h^0, h^1, ..., h^g] side by side (N x d(g+1)), h^0 = X (MTCFIR Algorithm 2).
-
-    Deterministic, so memoised per process (mtc.methods.memo): in a sweep, trials that
-    differ only in seed or neighbour ratio reuse it."""
-
-    def compute():
-        layers = [_dense(X)]
-        for _ in range(n_layers):
-            layers.append(msda_layer(layers[-1], p, route))
-        return np.hstack(layers)
-
-    return _FEATURES.get((fingerprint(X), float(p), int(n_layers), route), compute)
-
-
-_FEATURES = Memo(size=2)
+    """[h^0, h^1, ..., h^g] side by side (N x d(g+1)), h^0 = X (MTCFIR Algorithm 2)."""
+    layers = [as_dense(X)]
+    for _ in range(n_layers):
+        layers.append(msda_layer(layers[-1], p, route))
+    return np.hstack(layers)

@@ -1,0 +1,44 @@
+"""Initial cluster indicators (n x k, non-negative) and integer seeds for libraries.
+
+``kmeans``: the one-hot k-means assignment of the task's data plus ``offset`` (0.2 in the
+MTCMRL and MTCFIR papers' SNMF initialisation). ``random``: uniform entries in [0, 1)
+plus ``offset``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.cluster import KMeans
+
+from mtc.numerics.linalg import row_space_coordinates
+
+SEEDINGS = ("kmeans", "random")
+
+
+def seed_from(rng: np.random.Generator) -> int:
+    """An integer seed for libraries that take one (scikit-learn), drawn from rng."""
+    return int(rng.integers(2**31 - 1))
+
+
+def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10) -> np.ndarray:
+    """k-means labels of the rows of X, in exact row-space coordinates when d > n."""
+    if X.shape[1] > X.shape[0]:
+        X = row_space_coordinates(X)
+    return KMeans(n_clusters=k, n_init=n_init, random_state=seed_from(rng)).fit_predict(X)
+
+
+def indicator(labels: np.ndarray, k: int, offset: float = 0.0) -> np.ndarray:
+    """n x k one-hot matrix of ``labels`` plus ``offset`` everywhere."""
+    Y = np.full((labels.shape[0], k), offset)
+    Y[np.arange(labels.shape[0]), labels] += 1.0
+    return Y
+
+
+def initial_indicator(X, k: int, rng: np.random.Generator, seeding: str = "kmeans",
+                      offset: float = 0.2) -> np.ndarray:
+    """n x k starting point of an indicator factor by the named ``seeding`` strategy."""
+    if seeding == "kmeans":
+        return indicator(kmeans_labels(X, k, rng), k, offset)
+    if seeding == "random":
+        return rng.random((X.shape[0], k)) + offset
+    raise ValueError(f"unknown seeding {seeding!r}; choose one of {SEEDINGS}")
