@@ -77,6 +77,24 @@ class PerTaskClusterer(MultiTaskClusterer):
         self.converged_ = all(fit.converged for fit in fits)
 
 
+POOLED_ATTRIBUTES = """
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        The pooled clustering's labels, split back by task.
+    objective_trace_ : ndarray
+        The pooled problem's trace.
+    task_objective_traces_ : list of one ndarray
+        The same trace (one pooled problem).
+    n_iter_ : int
+        Iterations of the pooled problem.
+    converged_ : bool
+        Whether the pooled problem converged.
+    record_ : FitRecord
+        Empty.
+    """  # the Attributes section of every pooled solver's docstring
+
+
 class PooledClusterer(PerTaskClusterer):
     """The "all-task" variant (A-kmeans, A-NMF, A-Ncut): cluster the union of all tasks
     into max_t k_t clusters, then score each task on its own rows."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sklearn.cluster import KMeans as SklearnKMeans
 
-from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
+from mtc.methods.base import (AT_LEAST_ONE, NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer,
+                              PooledClusterer)
 from mtc.numerics.convergence import SingleFit
 from mtc.numerics.seeding import seed_from
 
@@ -62,25 +63,10 @@ class KMeansClusterer(PerTaskClusterer):
 
 
 class PooledKMeans(PooledClusterer, KMeansClusterer):
-    """A-kmeans: k-means on the union of all tasks into max_t k_t clusters, scored per task.
+    __doc__ = """A-kmeans: k-means on the union of all tasks into max_t k_t clusters, scored per task.
 
     Parameters
     ----------
     n_clusters, n_init, max_iter, tol, random_state
         As KMeansClusterer; the pooled problem has max_t n_clusters[t] clusters.
-
-    Attributes
-    ----------
-    labels_ : list of ndarray of shape (n_t,)
-        The pooled clustering's labels, split back by task.
-    objective_trace_ : ndarray
-        The pooled problem's trace.
-    task_objective_traces_ : list of one ndarray
-        The same trace (one pooled problem).
-    n_iter_ : int
-        Iterations of the pooled problem.
-    converged_ : bool
-        Whether the pooled problem converged.
-    record_ : FitRecord
-        Empty.
-    """
+""" + POOLED_ATTRIBUTES

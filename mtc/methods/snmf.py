@@ -4,7 +4,7 @@ task's data plus 0.2). The update rules are in mtc.numerics.snmf."""
 
 from __future__ import annotations
 
-from mtc.methods.base import (AFFINITY, AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, SNMF_UPDATE, STOPPING,
+from mtc.methods.base import (AFFINITY, AT_LEAST_ONE, NON_NEGATIVE, POOLED_ATTRIBUTES, POSITIVE, SNMF_UPDATE, STOPPING,
                               MultiTaskClusterer, PerTaskClusterer, PooledClusterer)
 from mtc.numerics.affinity import affinity_matrix
 from mtc.numerics.convergence import SingleFit
@@ -76,25 +76,10 @@ class SymmetricNMF(PerTaskClusterer):
 
 
 class PooledSymmetricNMF(PooledClusterer, SymmetricNMF):
-    """A-NMF: SNMF on the affinity of the union of all tasks, scored per task.
+    __doc__ = """A-NMF: SNMF on the affinity of the union of all tasks, scored per task.
 
     Parameters
     ----------
     n_clusters, affinity, kernel_width, update, stopping, tol, max_iter, random_state
         As SymmetricNMF; the pooled problem has max_t n_clusters[t] clusters.
-
-    Attributes
-    ----------
-    labels_ : list of ndarray of shape (n_t,)
-        The pooled clustering's labels, split back by task.
-    objective_trace_ : ndarray
-        The pooled problem's trace.
-    task_objective_traces_ : list of one ndarray
-        The same trace (one pooled problem).
-    n_iter_ : int
-        Iterations of the pooled problem.
-    converged_ : bool
-        Whether the pooled problem converged.
-    record_ : FitRecord
-        Empty.
-    """
+""" + POOLED_ATTRIBUTES

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.cluster import spectral_clustering
 
-from mtc.methods.base import AFFINITY, AT_LEAST_ONE, POSITIVE, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
+from mtc.methods.base import (AFFINITY, AT_LEAST_ONE, POOLED_ATTRIBUTES, POSITIVE, MultiTaskClusterer, PerTaskClusterer,
+                              PooledClusterer)
 from mtc.numerics.affinity import affinity_matrix
 from mtc.numerics.convergence import SingleFit
 from mtc.numerics.seeding import indicator, seed_from
@@ -71,25 +72,10 @@ class NormalizedCut(PerTaskClusterer):
 
 
 class PooledNormalizedCut(PooledClusterer, NormalizedCut):
-    """A-Ncut: normalized cut on the affinity of the union of all tasks, scored per task.
+    __doc__ = """A-Ncut: normalized cut on the affinity of the union of all tasks, scored per task.
 
     Parameters
     ----------
     n_clusters, affinity, kernel_width, n_init, random_state
         As NormalizedCut; the pooled problem has max_t n_clusters[t] clusters.
-
-    Attributes
-    ----------
-    labels_ : list of ndarray of shape (n_t,)
-        The pooled clustering's labels, split back by task.
-    objective_trace_ : ndarray
-        The pooled problem's trace.
-    task_objective_traces_ : list of one ndarray
-        The same trace (one pooled problem).
-    n_iter_ : int
-        Iterations of the pooled problem.
-    converged_ : bool
-        Whether the pooled problem converged.
-    record_ : FitRecord
-        Empty.
-    """
+""" + POOLED_ATTRIBUTES

@@ -1,0 +1,65 @@
+"""The shared numerics layer: stacking, seeding, distances, the explicit cache."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+
+from mtc.methods import MTCMRL
+from mtc.numerics.affinity import squared_distances
+from mtc.numerics.cache import Cache, cached
+from mtc.numerics.linalg import gram_svd, row_space_coordinates
+from mtc.numerics.seeding import indicator, initial_indicator
+from mtc.numerics.stacking import row_counts, split_rows, stack_rows
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_stack_and_split_round_trip(sparse):
+    rng = np.random.default_rng(0)
+    tasks = [rng.random((n, 4)) for n in (3, 5, 2)]
+    tasks = [sp.csr_matrix(X) for X in tasks] if sparse else tasks
+    stacked = stack_rows(tasks)
+    assert stacked.shape == (10, 4) and sp.issparse(stacked) == sparse
+    for part, X in zip(split_rows(stacked, row_counts(tasks)), tasks):
+        np.testing.assert_array_equal(part.toarray() if sparse else part, X.toarray() if sparse else X)
+
+
+def test_squared_distances_match_the_definition():
+    rng = np.random.default_rng(1)
+    A, B = rng.normal(size=(6, 3)), rng.normal(size=(4, 3))
+    expected = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(squared_distances(A, B), expected, atol=1e-12)
+    assert (squared_distances(A) >= 0).all() and np.allclose(np.diag(squared_distances(A)), 0, atol=1e-12)
+
+
+def test_row_space_coordinates_keep_inner_products():
+    X = np.random.default_rng(2).random((5, 40))
+    Z = row_space_coordinates(X)
+    assert Z.shape[1] <= 5
+    np.testing.assert_allclose(Z @ Z.T, X @ X.T, atol=1e-10)
+    U, s = gram_svd(X)
+    np.testing.assert_allclose(np.sort(s), np.sort(np.linalg.svd(X, compute_uv=False)), rtol=1e-8)
+
+
+def test_seedings_are_named_and_reproducible():
+    X = np.vstack([np.zeros((5, 2)), np.ones((5, 2)) * 10])
+    Y = initial_indicator(X, 2, np.random.default_rng(0), "kmeans", offset=0.2)
+    assert sorted(np.unique(Y)) == [0.2, 1.2] and (Y.max(axis=1) == 1.2).all()
+    assert len({tuple(Y[i]) for i in range(5)}) == 1 and not np.array_equal(Y[0], Y[-1])  # the two blobs
+    R1, R2 = (initial_indicator(X, 3, np.random.default_rng(5), "random") for _ in range(2))
+    np.testing.assert_array_equal(R1, R2)
+    assert R1.shape == (10, 3) and R1.min() >= 0.2 and R1.max() < 1.2
+    np.testing.assert_array_equal(indicator(np.array([1, 0]), 3), [[0, 1, 0], [1, 0, 0]])
+    with pytest.raises(ValueError, match="unknown seeding 'spectral'"):
+        initial_indicator(X, 2, np.random.default_rng(0), "spectral")
+
+
+def test_cache_is_a_shared_handle_and_optional():
+    cache = Cache()
+    solver = MTCMRL(cache=cache)
+    assert clone(solver).cache is cache  # clone shares the handle instead of copying what it keeps
+    calls = []
+    for _ in range(2):
+        cached(cache, "step", "key", lambda: calls.append(1) or np.zeros(2))
+    cached(None, "step", "key", lambda: calls.append(1) or np.zeros(2))
+    assert len(calls) == 2  # once into the cache, once without one
