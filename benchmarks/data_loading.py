@@ -10,17 +10,14 @@ import os
 import tempfile
 import time
 
-from hydra import compose, initialize_config_dir
-
-from mtc.cli import CONF_DIR, available
-from mtc.config import data_spec
+from mtc.cli import available, compose_config
+from mtc.data.spec import data_spec
 
 
 def load_all(names):
     times = {}
     for name in names:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            spec = data_spec(compose(config_name="config", overrides=[f"data={name}"]))
+        spec = data_spec(compose_config([f"data={name}"]).data)
         start = time.perf_counter()
         spec.load()
         times[name] = time.perf_counter() - start

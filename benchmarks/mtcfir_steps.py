@@ -17,14 +17,13 @@ import tracemalloc
 
 import numpy as np
 import scipy.sparse as sp
-from hydra import compose, initialize_config_dir
 
-from mtc.cli import CONF_DIR
-from mtc.config import data_spec
-from mtc.methods.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
-                                               rescale_and_symmetrise, task_weights)
-from mtc.methods.msda import msda_features
-from mtc.methods.snmf import kmeans_indicator, snmf
+from mtc.cli import configured_dataset
+from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
+                                                rescale_and_symmetrise, task_weights)
+from mtc.numerics.msda import msda_features
+from mtc.numerics.seeding import initial_indicator
+from mtc.numerics.snmf import snmf
 
 
 def measured(step):
@@ -40,8 +39,7 @@ def measured(step):
 def main(names):
     print(f"{'data':10s} {'step':24s} {'seconds':>8s} {'peak MiB':>9s}")
     for name in names:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            dataset = data_spec(compose(config_name="config", overrides=[f"data={name}"])).load()
+        dataset = configured_dataset(name)
         matrices, ks = dataset.matrices, dataset.n_clusters
         stacked = sp.vstack(matrices, format="csr") if any(map(sp.issparse, matrices)) else np.vstack(matrices)
         Z, seconds, peak = measured(lambda: msda_features(stacked, 0.5, 3))
@@ -61,7 +59,7 @@ def main(names):
         rng = np.random.default_rng(0)
 
         def snmf_step():
-            return [snmf(M, kmeans_indicator(F, k, rng), update="sqrt", stopping="relative", tol=1e-5, max_iter=500)
+            return [snmf(M, initial_indicator(F, k, rng), update="sqrt", stopping="relative", tol=1e-5, max_iter=500)
                     for M, F, k in zip(similarities, features, ks)]
 
         fits, seconds, peak = measured(snmf_step)

@@ -15,7 +15,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from mtc.methods.mtcmrl import sq_distances
-from mtc.methods.simplex import G_SOLVERS, rowwise_objective, solve_simplex_rows
+from mtc.numerics.simplex import G_SOLVERS, rowwise_objective, solve_simplex_rows
 
 
 def timed(solver, A, beta):

@@ -16,10 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-
 from mtc import tracking
-from mtc.cli import CONF_DIR
+from mtc.cli import compose_config
+from mtc.config import settings
 from mtc.sweep import run_sweep
 
 
@@ -31,13 +30,12 @@ def cpu_times():
 
 def main(n_points: int = 40, repeats: int = 1, seeds_per_trial: str = "auto"):
     tmp = Path(tempfile.mkdtemp(prefix="mtc-bench-"))
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            f"output_dir={tmp}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
-            f"mlflow.artifact_root={tmp / 'artifacts'}", "sweep.verbose=0", "method=kmeans",
-            "method.params.n_init=1", f"++method.grid.max_iter=[{','.join(str(300 + i) for i in range(n_points))}]",
-            f"sweep.repeats={repeats}", f"sweep.seeds_per_trial={seeds_per_trial}", "data.params.n_tasks=2", "data.params.samples_per_cluster=20",
-        ])
+    cfg = compose_config([
+        f"output_dir={tmp}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
+        f"mlflow.artifact_root={tmp / 'artifacts'}", "sweep.verbose=0", "method=kmeans",
+        "++method.params.n_init=1", f"++method.grid.max_iter=[{','.join(str(300 + i) for i in range(n_points))}]",
+        f"sweep.repeats={repeats}", f"sweep.seeds_per_trial={seeds_per_trial}", "data.params.n_tasks=2", "data.params.samples_per_cluster=20",
+    ])
     samples = []
     stop = threading.Event()
 
@@ -48,7 +46,7 @@ def main(n_points: int = 40, repeats: int = 1, seeds_per_trial: str = "auto"):
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    result = run_sweep(cfg)
+    result = run_sweep(settings(cfg))
     stop.set()
     sampler.join()
     client = tracking.client_for(result["tracking_uri"])

@@ -4,7 +4,7 @@
 
 mSDA at p = 0.5, g = 3 on WebKB4, Reuters (d = 5000) and Handdigits; the mean over task
 pairs of three MMD estimates (linear kernel on raw rows, linear kernel on L2-normalised rows
-(what runs log as mmd/*), Gaussian kernel with the median-distance width on 500 samples per
+(what runs log as mmd_before / mmd_after), Gaussian kernel with the median-distance width on 500 samples per
 task) for four feature sets: X, [X, h1, h2, h3], h3, [h1, h2, h3].
 """
 
@@ -12,13 +12,11 @@ import itertools
 
 import numpy as np
 import scipy.sparse as sp
-from hydra import compose, initialize_config_dir
 from sklearn.metrics.pairwise import euclidean_distances, rbf_kernel
 from sklearn.preprocessing import normalize
 
-from mtc.cli import CONF_DIR
-from mtc.config import data_spec
-from mtc.methods.msda import msda_features
+from mtc.cli import configured_dataset
+from mtc.numerics.msda import msda_features
 
 DATA = {"webkb4": [], "reuters": ["data.params.text.n_features=5000"], "handdigits": []}
 
@@ -43,8 +41,7 @@ def gaussian_mmd(parts, per_task: int = 500) -> float:
 
 def main():
     for name, overrides in DATA.items():
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            dataset = data_spec(compose(config_name="config", overrides=[f"data={name}", *overrides])).load()
+        dataset = configured_dataset(name, *overrides)
         X = [M.toarray() if sp.issparse(M) else np.asarray(M) for M in dataset.matrices]
         bounds = np.cumsum([len(x) for x in X])[:-1]
         Z = msda_features(np.vstack(X), 0.5, 3)

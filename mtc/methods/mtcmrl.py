@@ -39,11 +39,13 @@ does not rise (exponent 0 keeps Y), so J never increases when W is updated exact
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 import scipy.linalg
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from mtc.methods.base import AFFINITY, AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, STOPPING, MultiTaskClusterer
+from mtc.methods.base import AFFINITY, NON_NEGATIVE, POSITIVE, STOPPING, MultiTaskClusterer
 from mtc.numerics.affinity import affinity_matrix, squared_distances
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged
@@ -128,7 +130,7 @@ class MTCMRL(MultiTaskClusterer):
     tol : float, default=1.0
         Tolerance of the stopping rule (Sec. 4.7: 1).
     max_iter : int, default=100
-        Outer iterations at most.
+        Outer iterations at most (0: only the initial point, e.g. to time the set-up).
     row_space : bool, default=True
         Run in the exact coordinates of the tasks' row space (see RowSpace).
     cache : Cache or None, default=None
@@ -166,7 +168,7 @@ class MTCMRL(MultiTaskClusterer):
         "affinity": [AFFINITY], "g_solver": [StrOptions(set(G_SOLVERS))],
         "w_solver": [StrOptions({"ridge", "sylvester"})], "w_update": [StrOptions({"exact", "paper"})],
         "y_update": [StrOptions({"monotone", "paper"})], "stopping": [STOPPING], "tol": [NON_NEGATIVE],
-        "max_iter": [AT_LEAST_ONE], "row_space": ["boolean"], "cache": [None, Cache],
+        "max_iter": [Interval(Integral, 0, None, closed="left")], "row_space": ["boolean"], "cache": [None, Cache],
     }
 
     def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, alpha=1.0, beta=0.5, affinity="cosine",
