@@ -9,3 +9,9 @@ for method in smbc mbc; do
   done
   python -m mtc.sweep method="$method" +experiment=reuters5000 sweep.verbose=0 "$@"
 done
+# S-MBC with the literal in-place reading of Algorithm 1 (steps 7-8 start from step 5's h)
+for data in webkb4 reuters handdigits ng1 ng2 ng3 20ng; do
+  python -m mtc.sweep +experiment=smbc_sequential data="$data" sweep.verbose=0 "$@"
+done
+python -m mtc.sweep +experiment=smbc_sequential data=reuters data.params.text.n_features=5000 \
+  sweep.name=smbc_sequential-reuters5000 sweep.verbose=0 "$@"

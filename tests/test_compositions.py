@@ -192,6 +192,8 @@ EXPERIMENTS = {  # name: (method, data, grid, repeats, other settings)
                              {"neighbour_ratio": [0.1, 0.3, 0.5], "corruption": [0.5, 0.6, 0.7]}, 3, {}),
     "mtcfir_nf_handdigits": ("mtcfir_nf", "handdigits", {"neighbour_ratio": [0.1, 0.3, 0.5]}, 3, {}),
     "mtcfir_ni_handdigits": ("mtcfir_ni", "handdigits", {"corruption": [0.5, 0.6, 0.7]}, 3, {}),
+    "smbc_sequential": ("smbc", None, None, 10, {"method.params.smart": True,
+                                                 "method.params.candidates": "sequential"}),
 }
 
 
