@@ -1,12 +1,13 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.metrics.pairwise import euclidean_distances
 
 from mtc.config import method_configs
 from mtc.data.synthetic import make_synthetic
-from mtc.methods import KernelKMeans, KMeansClusterer, SymmetricNMF
+from mtc.methods import MBC, KernelKMeans, KMeansClusterer, SymmetricNMF
 from mtc.metrics import accuracy
-from mtc.numerics.affinity import cosine_affinity
+from mtc.numerics.affinity import cosine_affinity, gaussian_affinity, median_positive, squared_distances
 from mtc.numerics.snmf import snmf
 
 METHODS = method_configs()
@@ -17,9 +18,14 @@ def planted():
     return make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=30, seed=1)
 
 
+def well_started(cls) -> dict:
+    """MBC's literal start (random labels) can stop in a local minimum: recover from k-means++."""
+    return {"init": "kmeans++"} if cls is MBC else {}
+
+
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_baseline_recovers_planted_clusters(name, planted):
-    solver = METHODS[name](n_clusters=planted.n_clusters, random_state=0).fit(planted.matrices)
+    solver = METHODS[name](n_clusters=planted.n_clusters, random_state=0, **well_started(METHODS[name])).fit(planted.matrices)
     assert len(solver.labels_) == 2
     for task, labels in zip(planted.tasks, solver.labels_):
         assert labels.shape == (task.n_samples,)
@@ -116,3 +122,22 @@ def test_bad_input_is_rejected_with_a_specific_error(tasks, n_clusters, message)
 def test_unknown_solver_options_are_rejected(planted, solver, message):
     with pytest.raises(ValueError, match=message):
         solver.fit(planted.matrices)
+
+
+def test_kernel_kmeans_absolute_width_is_sigma_itself(planted):
+    """width_mode="absolute" (the AAAI-13 paper's sigma grid): sigma = kernel_width; with sigma =
+    w x the median distance it fits as the default relative width w does."""
+    X = planted.matrices[0]
+    D2 = squared_distances(X)
+    np.testing.assert_allclose(gaussian_affinity(X, 10.0, mode="absolute"), np.exp(-D2 / 200.0), rtol=1e-12, atol=1e-14)
+    D2_sklearn = euclidean_distances(X, squared=True)  # the default stays the former formula, to the bit
+    former = np.exp(-D2_sklearn / (2.0 * (0.5**2 * median_positive(D2_sklearn))))
+    np.testing.assert_array_equal(gaussian_affinity(X, 0.5), former)
+    sigma = 0.5 * np.sqrt(median_positive(D2_sklearn))
+    relative = KernelKMeans(n_clusters=3, kernel_width=0.5, n_init=2, random_state=0).fit(planted.matrices[:1])
+    absolute = KernelKMeans(n_clusters=3, kernel_width=sigma, width_mode="absolute", n_init=2,
+                            random_state=0).fit(planted.matrices[:1])
+    np.testing.assert_array_equal(relative.labels_[0], absolute.labels_[0])
+    np.testing.assert_allclose(relative.objective_trace_, absolute.objective_trace_, rtol=1e-10)
+    with pytest.raises(ValueError, match="The 'width_mode' parameter of KernelKMeans must be a str among"):
+        KernelKMeans(n_clusters=3, width_mode="median").fit(planted.matrices)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils._param_validation import StrOptions
 
 from mtc.methods.base import AT_LEAST_ONE, POSITIVE, MultiTaskClusterer, PerTaskClusterer
-from mtc.numerics.affinity import gaussian_affinity
+from mtc.numerics.affinity import WIDTH_MODES, gaussian_affinity
 from mtc.numerics.convergence import SingleFit
 
 
@@ -61,14 +62,18 @@ def kernel_kmeans_lloyd(K, labels, k, max_iter):
 
 
 class KernelKMeans(PerTaskClusterer):
-    """Kernel k-means (KKM) with a Gaussian kernel of bandwidth width * median distance.
+    """Kernel k-means (KKM) with a Gaussian kernel of bandwidth width * median distance, or
+    of bandwidth width itself (``width_mode="absolute"``, the AAAI-13 paper's sigma grid).
 
     Parameters
     ----------
     n_clusters : int or list of int, default=2
         Clusters per task.
     kernel_width : float, default=1.0
-        sigma = kernel_width x the median pairwise distance of the task's samples.
+        sigma = kernel_width x the median pairwise distance of the task's samples
+        (``width_mode="relative"``), or sigma = kernel_width (``"absolute"``).
+    width_mode : {"relative", "absolute"}, default="relative"
+        How ``kernel_width`` sets sigma.
     n_init : int, default=10
         Kernel k-means++ restarts; the lowest final objective wins.
     max_iter : int, default=300
@@ -94,18 +99,21 @@ class KernelKMeans(PerTaskClusterer):
 
     _parameter_constraints = {
         **MultiTaskClusterer._parameter_constraints,
-        "kernel_width": [POSITIVE], "n_init": [AT_LEAST_ONE], "max_iter": [AT_LEAST_ONE],
+        "kernel_width": [POSITIVE], "width_mode": [StrOptions(set(WIDTH_MODES))], "n_init": [AT_LEAST_ONE],
+        "max_iter": [AT_LEAST_ONE],
     }
 
-    def __init__(self, n_clusters=2, kernel_width=1.0, n_init=10, max_iter=300, random_state=None):
+    def __init__(self, n_clusters=2, kernel_width=1.0, width_mode="relative", n_init=10, max_iter=300,
+                 random_state=None):
         self.n_clusters = n_clusters
         self.kernel_width = kernel_width
+        self.width_mode = width_mode
         self.n_init = n_init
         self.max_iter = max_iter
         self.random_state = random_state
 
     def _fit_one(self, X, k, rng) -> SingleFit:
-        K = gaussian_affinity(X, self.kernel_width)
+        K = gaussian_affinity(X, self.kernel_width, self.width_mode)
         runs = [
             kernel_kmeans_lloyd(K, kernel_kmeanspp(K, k, rng), k, self.max_iter)
             for _ in range(self.n_init)

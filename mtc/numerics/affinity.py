@@ -8,6 +8,7 @@ from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 from mtc.numerics.linalg import as_dense
 
 AFFINITIES = ("cosine", "gaussian")
+WIDTH_MODES = ("relative", "absolute")  # Gaussian width: x the median distance, or sigma itself
 
 
 def squared_distances(A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
@@ -31,10 +32,23 @@ def median_positive(D2: np.ndarray) -> float:
     return float(np.median(positive)) if positive.size else 1.0
 
 
-def gaussian_affinity(X, width: float = 1.0) -> np.ndarray:
-    """exp(-||x_i - x_j||^2 / (2 sigma^2)) with sigma^2 = width^2 * median squared distance."""
+def gaussian_sigma2(width: float, mode: str, median_d2) -> float:
+    """sigma^2 of a Gaussian kernel: width^2 x the median squared distance (``relative``, the
+    MTCMRL/MTCFIR papers' heuristic) or width^2 (``absolute``: width is sigma, as the AAAI-13
+    paper's grid {0.1, 1, 10, 100}). ``median_d2`` is a value or a function returning it (only
+    called in the relative mode)."""
+    if mode == "absolute":
+        return float(width) ** 2
+    if mode == "relative":
+        return width**2 * (median_d2() if callable(median_d2) else median_d2)
+    raise ValueError(f"unknown width mode {mode!r}; choose one of {WIDTH_MODES}")
+
+
+def gaussian_affinity(X, width: float = 1.0, mode: str = "relative") -> np.ndarray:
+    """exp(-||x_i - x_j||^2 / (2 sigma^2)) with sigma^2 = width^2 * median squared distance
+    (``mode="relative"``) or sigma = width (``mode="absolute"``)."""
     D2 = euclidean_distances(as_dense(X), squared=True)
-    sigma2 = width**2 * median_positive(D2)
+    sigma2 = gaussian_sigma2(width, mode, lambda: median_positive(D2))
     return np.exp(-D2 / (2.0 * sigma2))
 
 

@@ -20,11 +20,16 @@ def seed_from(rng: np.random.Generator) -> int:
     return int(rng.integers(2**31 - 1))
 
 
+def kmeans_coordinates(X):
+    """X itself, or the exact row-space coordinates of its rows when d > n: k-means on them is
+    k-means on X (every distance kept) at O(n r) per step. Seed-independent: a solver with a
+    cache may keep it and pass it to kmeans_labels instead of X (same labels)."""
+    return row_space_coordinates(X) if X.shape[1] > X.shape[0] else X
+
+
 def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10) -> np.ndarray:
     """k-means labels of the rows of X, in exact row-space coordinates when d > n."""
-    if X.shape[1] > X.shape[0]:
-        X = row_space_coordinates(X)
-    return KMeans(n_clusters=k, n_init=n_init, random_state=seed_from(rng)).fit_predict(X)
+    return KMeans(n_clusters=k, n_init=n_init, random_state=seed_from(rng)).fit_predict(kmeans_coordinates(X))
 
 
 def indicator(labels: np.ndarray, k: int, offset: float = 0.0) -> np.ndarray:
