@@ -7,9 +7,9 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from mtc.data.synthetic import make_synthetic
-from mtc.methods.mbc import MBC, distances_to, row_norms_sq
+from mtc.methods.mbc import MBC
 from mtc.metrics import accuracy
-from mtc.numerics.affinity import squared_distances
+from mtc.numerics.affinity import row_norms_sq, squared_distances
 from mtc.numerics.transport import cluster_marginal, emd
 
 
@@ -92,7 +92,7 @@ def lloyd(X, labels, k, iterations):
     M = np.vstack([X[labels == z].mean(axis=0) for z in range(k)])
     trace.append(np.mean(np.sum((X - M[labels]) ** 2, axis=1)))
     for _ in range(iterations):
-        labels = np.argmin(distances_to(X, x_sq, M), axis=1)
+        labels = np.argmin(squared_distances(X, M, x_sq), axis=1)
         trace.append(np.mean(np.sum((X - M[labels]) ** 2, axis=1)))
         M = np.vstack([X[labels == z].mean(axis=0) if np.any(labels == z) else M[z] for z in range(k)])
     return labels, np.array(trace)

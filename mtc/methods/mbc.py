@@ -53,21 +53,11 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, STOPPING, MultiTaskClusterer
-from mtc.numerics.affinity import squared_distances
+from mtc.numerics.affinity import row_norms_sq, squared_distances
 from mtc.numerics.convergence import has_converged
 from mtc.numerics.seeding import seed_from
 from mtc.numerics.transport import MARGINALS, cluster_marginal, emd
 from mtc.record import LabelledMatrix
-
-
-def row_norms_sq(X) -> np.ndarray:
-    """||x_i||^2 for every row of a dense or sparse X."""
-    return np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
-
-
-def distances_to(X, x_sq: np.ndarray, M: np.ndarray) -> np.ndarray:
-    """n x c squared Euclidean distances from the rows of X to the centroids M (c x d)."""
-    return np.maximum(x_sq[:, None] - 2.0 * np.asarray(X @ M.T) + np.sum(M * M, axis=1)[None, :], 0.0)
 
 
 def local_loss(distances: np.ndarray, labels: np.ndarray) -> float:
@@ -156,7 +146,7 @@ class MBC(MultiTaskClusterer):
         if self.init == "random":
             return rng.integers(k, size=X.shape[0])
         centres, _ = kmeans_plusplus(X, k, random_state=seed_from(rng))
-        return np.argmin(distances_to(X, row_norms_sq(X), np.asarray(centres)), axis=1)
+        return np.argmin(squared_distances(X, np.asarray(centres)), axis=1)
 
     def _transport(self, centroids, labels, n_clusters) -> tuple[dict, dict]:
         """Eq. 2 for every unordered pair: ({(t, s): W^ts}, {(t, s): EMD cost}), both orders."""
@@ -189,7 +179,7 @@ class MBC(MultiTaskClusterer):
     def _candidate(self, t, X, x_sq, labels, k, previous, centroids, plans, lam):
         """(M, h, L^t) of one candidate: centroids from ``labels``, then Eq. 7."""
         M = self._centroids(t, X, labels, k, previous, centroids, plans, lam)
-        distances = distances_to(X, x_sq, M)
+        distances = squared_distances(X, M, x_sq)
         h = np.argmin(distances, axis=1)
         return M, h, local_loss(distances, h)
 
@@ -208,7 +198,7 @@ class MBC(MultiTaskClusterer):
         labels = [self._initial_labels(X, k, rng) for X, k in zip(matrices, n_clusters)]
         centroids = [self._centroids(t, X, h, k, np.zeros((k, X.shape[1])), [], {}, 0.0)
                      for t, (X, h, k) in enumerate(zip(matrices, labels, n_clusters))]
-        local = [local_loss(distances_to(X, sq, M), h) for X, sq, M, h in zip(matrices, x_sq, centroids, labels)]
+        local = [local_loss(squared_distances(X, M, sq), h) for X, sq, M, h in zip(matrices, x_sq, centroids, labels)]
         plans, costs = self._transport(centroids, labels, n_clusters)
         trace, local_trace, branches, gaps = [self._objective(local, costs, T, lam)], [list(local)], [], []
         self.converged_ = False

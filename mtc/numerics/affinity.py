@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 
 from mtc.numerics.linalg import as_dense
@@ -11,11 +12,17 @@ AFFINITIES = ("cosine", "gaussian")
 WIDTH_MODES = ("relative", "absolute")  # Gaussian width: x the median distance, or sigma itself
 
 
-def squared_distances(A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
-    """||a_i - b_j||^2 between the rows of A and of B (B = A when omitted), clipped at 0."""
+def row_norms_sq(X) -> np.ndarray:
+    """||x_i||^2 for every row of a dense or sparse X."""
+    return np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.sum(X * X, axis=1)
+
+
+def squared_distances(A, B: np.ndarray | None = None, a_sq: np.ndarray | None = None) -> np.ndarray:
+    """||a_i - b_j||^2 between the rows of A (dense or sparse) and of B (B = A when omitted),
+    clipped at 0; ``a_sq`` are A's squared row norms when already known."""
     B = A if B is None else B
-    a2, b2 = np.sum(A * A, axis=1), np.sum(B * B, axis=1)
-    return np.maximum(a2[:, None] + b2[None, :] - 2.0 * A @ B.T, 0.0)
+    a2 = row_norms_sq(A) if a_sq is None else a_sq
+    return np.maximum(a2[:, None] + row_norms_sq(B)[None, :] - 2.0 * np.asarray(A @ B.T), 0.0)
 
 
 def cosine_affinity(X) -> np.ndarray:
