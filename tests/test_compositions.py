@@ -198,6 +198,7 @@ EXPERIMENTS = {  # name: (method, data, grid, repeats, other settings)
     "aaai13_smkc": ("smkc", None, {"lambda_": [0.5], "kernel_width": [0.1, 1.0, 10.0, 100.0]}, 10,
                     {"method.params.width_mode": "absolute"}),
     "aaai13_kkm": ("kkm", None, {"kernel_width": [0.1, 1.0, 10.0, 100.0]}, 10, {"method.params.width_mode": "absolute"}),
+    "spmtc_paper": (None, None, None, 20, {}),
 }
 
 

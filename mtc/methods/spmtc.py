@@ -1,0 +1,555 @@
+"""LSSMTC (Gu & Zhou, ICDM 2009) and SPMTC-h / SPMTC-s (Ren et al., "Self-Paced Multi-Task
+Clustering"; [SP] below), as the reference code (MALSAR's LSSMTC.m) runs them.
+
+Layout. [SP] stores samples as columns; we store rows: X_k is n_k x d, P_k n_k x c,
+M_k d x c (task centroids), M l x c (shared centroids in the subspace), W d x l, and
+Y_k = X_k W (n_k x l). c is the same for every task (M has c columns).
+
+Objective ([SP] Eq. 7; Eq. 4 is the case v = 1), with Omega_k = diag(v_k ** weight_power):
+
+  J = lambda sum_k ||Omega_k^1/2 (X_k - P_k M_k')||^2 + (1 - lambda) sum_k ||Omega_k^1/2 (Y_k - P_k M')||^2
+      - sum_k f(lambda2_k, v_k),   W'W = I, P_k >= 0.
+
+Eq. 7 writes (X - M P')V with V = diag(v): the weights enter squared (power 2, as Eq. 16,
+18, 25 print VV'), while the weight subproblem (Eq. 8-9) is linear in v. Both agree for 0/1
+weights; ``weight_power`` chooses (default 2, as printed).
+
+Updates, in MALSAR's order (M, then per task M_k and P_k, then W):
+
+- M' = (sum_k P_k' Omega_k P_k)^-1 sum_k P_k' Omega_k Y_k                                  (Eq. 16)
+- M_k' = (P_k' Omega_k P_k)^-1 P_k' Omega_k X_k                                             (Eq. 18)
+  (c x c systems by Cholesky; a singular one, a column of P dying out, falls back to
+  lstsq and is counted in the record's ``lstsq_fallbacks``.)
+- P_k <- P_k o sqrt((A+ + P_k B-) / (A- + P_k B+ + eps)), A = lambda X_k M_k + (1-lambda)
+  Y_k M, B = lambda M_k'M_k + (1-lambda) M'M (Eq. 21-22; Eq. 21 prints X^(k) W M, the
+  transpose is missing). Eq. 22 carries Omega on both sides: for v_i > 0 it cancels and the
+  rule is the unweighted one; for v_i = 0 it reads 0 / (0 + eps) and would zero that row
+  of P for good. The objective decides: rows with v_i = 0 do not enter J, so any P row is
+  optimal for them; we apply the cancelled (unweighted) ratio to every row
+  (``unselected_rows="update"``) or keep those rows (``"freeze"``). Never the literal rule.
+- W, ``w_update="malsar"`` (LSSMTC.m l.137-145): W <- W o sqrt((C-W + WW'C+W + D+ + WW'D-)
+  / (C+W + WW'C-W + D- + WW'D+ + eps)), C = sum_k X_k'Omega_k X_k, D = sum_k X_k'Omega_k P_k M'.
+  From W = eye(d, l) (MALSAR's start) this is a fixed point up to sqrt(N / (N + eps)) on
+  the diagonal: MALSAR's subspace is the first l feature columns. The fixed point need not
+  be stable: on small sparse test data the eps drift of the diagonal grows ~1.7x per
+  iteration (1e-9 after 10, 2e-7 after 20, 6e-3 after 40 iterations), in LSSMTC.m's literal
+  transcription exactly as here (tests/test_spmtc.py); the spec saw 3.5e-12 after 20 on 20NG. ``w_update="eigen"``:
+  [SP] Eq. 23-25 with the missing ^-1 restored: the l eigenvectors of
+  S = X'Omega^1/2 (I - Pi) Omega^1/2 X (Pi the projection on Omega^1/2 P) of the smallest
+  eigenvalues. S vanishes on the d - rank directions outside the span of the data, so when
+  d - rank >= l the step returns a basis of that null space, W'X = 0, M = 0 and lambda
+  cancels out of the P update: the paper's W step is degenerate on its own datasets. We
+  keep it as an option and record ||W'X|| / ||X|| to show it.
+
+Never a d x d matrix (exactly equivalent to LSSMTC.m, which forms C = XX' and WW' every
+iteration): C W = sum_k X_k'(Omega_k Y_k), W'CW = sum_k Y_k'Omega_k Y_k, WW'CW = W(W'CW),
+WW'D = W(W'D), all O(nnz l + d l^2). For non-negative X (checked once per fit), C+ = C and
+C- = 0 exactly. Signed X: C+ and C- are formed once per fit (once per round of SPMTC, as
+they depend on the weights), never per iteration. The eigen step uses S only when d <= N
+(otherwise the N x N Gram matrix). Objective and per-example losses are in trace form.
+
+The objective is recorded as LSSMTC.m does: after the W step, with the M of the start of
+the sweep (funcVal, one value per iteration). Stopping (``stopping``) as MALSAR's tFlag:
+``relative`` (1, MALSAR's default) |f - f_prev| <= tol f_prev, ``absolute`` (0)
+|f - f_prev| <= tol, ``none`` (3) all ``max_iter`` iterations.
+
+SPMTC ([SP] Sec. 4.2, Algorithm 1): P0 = |U(0,1)|, W = eye(d, l); ``warm_start_iter``
+plain LSSMTC iterations (20); then rounds with target fraction q = 0.5, 0.6, ..., 1.0: per
+task the per-example losses L_i (Eq. 8-9, W X read as W'x) of the current model,
+lambda2_k = the ceil(q n_k)-th smallest L_i (``quantile_rounding``), weights by Eq. 11
+(hard: v = [L <= lambda2]) or Eq. 13 (soft, mixture: v = 1 for L <= gamma lambda2 /
+(gamma + lambda2), 0 for L >= lambda2, gamma/L - gamma/lambda2 between, with
+gamma = lambda2 / 2: the printed "1/2 lambda" must be lambda2 / 2 for v to be
+dimensionless; ``gamma_ratio``); then the weighted updates until the stopping rule or
+``round_max_iter`` (T = 50) iterations; nothing is re-initialised; stop after the q = 1
+round. With soft weights the example at L = lambda2 gets v = 0: ``chosen="threshold"``
+keeps lambda2 at the quantile (as for hard weights), ``"positive"`` puts lambda2 midway to
+the next loss so that ceil(q n_k) examples have v > 0 (the largest loss, at q = 1, then
+sits just below lambda2 and gets a weight near 0).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+from scipy.stats import spearmanr
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from mtc.errors import InputError
+from mtc.methods.base import NON_NEGATIVE, MultiTaskClusterer
+from mtc.numerics.linalg import as_dense
+from mtc.numerics.stacking import stack_rows
+from mtc.record import LabelledMatrix
+
+LSSMTC_STOPPING = ("relative", "absolute", "none")
+
+
+def positive_part(A):
+    return (np.abs(A) + A) / 2.0
+
+
+def negative_part(A):
+    return (np.abs(A) - A) / 2.0
+
+
+def _solve_gram(G: np.ndarray, B: np.ndarray, fallbacks: list) -> np.ndarray:
+    """G^-1 B for a c x c Gram matrix G (Cholesky; lstsq when singular, counted)."""
+    try:
+        with np.errstate(all="raise"):
+            return scipy.linalg.solve(G, B, assume_a="pos")
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError, FloatingPointError):
+        fallbacks.append(1)
+        return np.linalg.lstsq(G, B, rcond=None)[0]
+
+
+def _has_converged(previous: float, current: float, rule: str, tol: float) -> bool:
+    if rule == "relative":  # MALSAR tFlag 1
+        return abs(current - previous) <= tol * previous
+    if rule == "absolute":  # tFlag 0
+        return abs(current - previous) <= tol
+    return False  # tFlag 3: run max_iter
+
+
+class LSSMTC(MultiTaskClusterer):
+    """LSSMTC (Gu & Zhou 2009) as MALSAR's LSSMTC.m runs it; see the module docstring.
+
+    Parameters
+    ----------
+    n_clusters : int or list of int, default=2
+        c, the same for every task.
+    n_components : int, default=2
+        l, dimension of the shared subspace (MALSAR's example: 2; [SP] Sec. 5.1 tunes
+        {2, 4, 8, 16}).
+    lambda_ : float, default=0.75
+        Weight of the within-task term, in [0, 1] (MALSAR's example: 0.75).
+    w_update : {"malsar", "eigen"}, default="malsar"
+        malsar: LSSMTC.m's multiplicative rule (stays at eye(d, l)); eigen: [SP] Eq. 25
+        (degenerate when d - rank(X) >= l).
+    w_init : {"identity", "eigen"}, default="identity"
+        identity: eye(d, l) (LSSMTC.m l.81); eigen: the eigen step at P0.
+    max_iter : int, default=1000
+        Iterations at most (MALSAR's maxIter; its example uses 20).
+    tol : float, default=1e-4
+        Tolerance of the stopping rule (MALSAR's tol).
+    stopping : {"relative", "absolute", "none"}, default="relative"
+        MALSAR's tFlag 1, 0 and 3.
+    eps : float, default=1e-9
+        Added to the denominators of the P and W rules (LSSMTC.m).
+    random_state : int, Generator or None, default=None
+        Seed of P0 = |U(0, 1)|.
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        argmax of every row of P_k (first index on ties).
+    P_ : list of ndarray of shape (n_t, c)
+        Relaxed cluster indicators.
+    M_ : ndarray of shape (l, c)
+        Shared centroids in the subspace (of the start of the last sweep, as LSSMTC.m).
+    task_centroids_ : list of ndarray of shape (d, c)
+        M_k, task centroids.
+    W_ : ndarray of shape (d, l)
+        The shared subspace.
+    objective_trace_ : ndarray of shape (n_iter_,)
+        Eq. 4 (Eq. 7 without its regulariser for SPMTC) after every iteration, as funcVal.
+    w_orthogonality_trace_ : ndarray of shape (n_iter_,)
+        ||W'W - I||_F after every iteration.
+    w_projection_trace_ : ndarray of shape (n_iter_,)
+        ||W'X||_F / ||X||_F after every iteration.
+    w_nonzeros_trace_ : ndarray of shape (n_iter_,)
+        Non-zero entries of W after every iteration.
+    n_iter_ : int
+        Iterations run.
+    converged_ : bool
+        Whether the stopping rule was met before ``max_iter``.
+    record_ : FitRecord
+        Traces ``w_orthogonality``, ``w_projection``, ``w_nonzeros``; scalars
+        ``nonnegative_input`` (1 when the C-W terms vanish) and ``lstsq_fallbacks``.
+    """
+
+    _parameter_constraints = {
+        **MultiTaskClusterer._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "lambda_": [Interval(Real, 0, 1, closed="both")],
+        "w_update": [StrOptions({"malsar", "eigen"})],
+        "w_init": [StrOptions({"identity", "eigen"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [NON_NEGATIVE],
+        "stopping": [StrOptions(set(LSSMTC_STOPPING))],
+        "eps": [NON_NEGATIVE],
+    }
+
+    def __init__(self, n_clusters=2, n_components=2, lambda_=0.75, w_update="malsar", w_init="identity",
+                 max_iter=1000, tol=1e-4, stopping="relative", eps=1e-9, random_state=None):
+        self.n_clusters = n_clusters
+        self.n_components = n_components
+        self.lambda_ = lambda_
+        self.w_update = w_update
+        self.w_init = w_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.stopping = stopping
+        self.eps = eps
+        self.random_state = random_state
+
+    # --- set-up ----------------------------------------------------------------------------
+    def _setup(self, matrices, n_clusters, rng):
+        if len(set(n_clusters)) != 1:
+            raise InputError(f"{type(self).__name__} needs the same number of clusters in every task "
+                             f"(M has c columns), got {n_clusters}")
+        d = matrices[0].shape[1]
+        if self.n_components > d:
+            raise InputError(f"n_components={self.n_components} exceeds the {d} features")
+        self._X = [sp.csr_matrix(X) for X in matrices]
+        self._c = n_clusters[0]
+        self._nonnegative = all(((X.data if sp.issparse(X) else X) >= 0).all() for X in self._X)  # once per fit
+        self._row_sq = [np.asarray(X.multiply(X).sum(axis=1)).ravel() for X in self._X]
+        self._X_sq = float(sum(r.sum() for r in self._row_sq))
+        self._omega = [np.ones(X.shape[0]) for X in self._X]
+        self._C_parts = None  # (C+, C-) for signed input, formed when weights are set
+        self._fallbacks = []
+        self.P_ = [np.abs(rng.random((X.shape[0], self._c))) for X in self._X]  # LSSMTC.m l.71
+        self.W_ = np.eye(d, self.n_components)  # LSSMTC.m l.81
+        self._set_weights(self._omega)
+        if self.w_init == "eigen":
+            self.W_ = self._eigen_w()
+        self._traces = {"objective": [], "w_orthogonality": [], "w_projection": [], "w_nonzeros": []}
+
+    def _set_weights(self, omega):
+        """Omega_k = diag(omega_k); signed input: C+/- of the weighted C, once per weights."""
+        self._omega = [np.asarray(o, float) for o in omega]
+        if not self._nonnegative:
+            C = sum(X.T @ sp.diags(o) @ X for X, o in zip(self._X, self._omega))
+            C = as_dense(C)
+            self._C_parts = (positive_part(C), negative_part(C))
+
+    # --- one iteration ----------------------------------------------------------------------
+    def _iterate(self, frozen=None):
+        """One sweep of LSSMTC.m: M, per task (M_k, P_k), W; the objective (funcVal)."""
+        lam, W = self.lambda_, self.W_
+        Y = [X @ W for X in self._X]
+        PtOP = sum(P.T @ (o[:, None] * P) for P, o in zip(self.P_, self._omega))
+        PtOY = sum(P.T @ (o[:, None] * Yk) for P, o, Yk in zip(self.P_, self._omega, Y))
+        self.M_ = _solve_gram(PtOP, PtOY, self._fallbacks).T  # Eq. 16
+        MtM = self.M_.T @ self.M_
+        self.task_centroids_, XMk = [], []
+        for k, (X, P, o) in enumerate(zip(self._X, self.P_, self._omega)):
+            OP = o[:, None] * P
+            Mk = _solve_gram(P.T @ OP, np.asarray((X.T @ OP).T), self._fallbacks).T  # Eq. 18
+            XM = np.asarray(X @ Mk)
+            A = lam * XM + (1.0 - lam) * (Y[k] @ self.M_)  # Eq. 21, X_k W M
+            B = lam * (Mk.T @ Mk) + (1.0 - lam) * MtM
+            ratio = np.sqrt((positive_part(A) + P @ negative_part(B)) / (negative_part(A) + P @ positive_part(B)
+                                                                        + self.eps))  # Eq. 22, cancelled
+            new = P * ratio
+            if frozen is not None:
+                new[frozen[k]] = P[frozen[k]]
+            self.P_[k] = new
+            self.task_centroids_.append(Mk)
+            XMk.append(XM)
+        self.W_ = self._malsar_w(Y) if self.w_update == "malsar" else self._eigen_w()  # Eq. 23-25
+        self._Y = [X @ self.W_ for X in self._X]
+        self._XMk = XMk
+        losses = self._losses()
+        objective = float(sum(np.dot(o, L) for o, L in zip(self._omega, losses)))
+        l = self.n_components
+        y_sq = sum(float(np.sum(Yk * Yk)) for Yk in self._Y)
+        self._traces["objective"].append(objective)
+        self._traces["w_orthogonality"].append(float(np.linalg.norm(self.W_.T @ self.W_ - np.eye(l))))
+        self._traces["w_projection"].append(math.sqrt(y_sq / self._X_sq) if self._X_sq > 0 else 0.0)
+        self._traces["w_nonzeros"].append(float(np.count_nonzero(self.W_)))
+        return objective
+
+    def _malsar_w(self, Y):
+        """LSSMTC.m l.137-145 without a d x d object (module docstring)."""
+        W = self.W_
+        OY = [o[:, None] * Yk for o, Yk in zip(self._omega, Y)]
+        if self._nonnegative:
+            PCW = sum(np.asarray(X.T @ oy) for X, oy in zip(self._X, OY))  # C W, C- = 0
+            NCW = np.zeros_like(W)
+            WWtPCW = W @ sum(Yk.T @ oy for Yk, oy in zip(Y, OY))  # W (W'CW)
+            WWtNCW = NCW
+        else:
+            Cp, Cn = self._C_parts
+            PCW, NCW = Cp @ W, Cn @ W
+            WWtPCW, WWtNCW = W @ (W.T @ PCW), W @ (W.T @ NCW)
+        XtOP = sum(np.asarray(X.T @ (o[:, None] * P)) for X, o, P in zip(self._X, self._omega, self.P_))
+        D = XtOP @ self.M_.T
+        PD, ND = positive_part(D), negative_part(D)
+        numerator = NCW + WWtPCW + PD + W @ (W.T @ ND)
+        denominator = PCW + WWtNCW + ND + W @ (W.T @ PD) + self.eps
+        return W * np.sqrt(numerator / denominator)
+
+    def _eigen_w(self):
+        """[SP] Eq. 25: the l eigenvectors of S = Z'(I - Pi)Z, Z = Omega^1/2 X, of the smallest
+        eigenvalues; S only when d <= N, else the N x N Gram matrix of Z and a basis of null(Z)
+        (one of the minimisers when d - rank(Z) >= l: W'X = 0, the degenerate case)."""
+        l = self.n_components
+        Z = stack_rows([sp.diags(np.sqrt(o)) @ X for X, o in zip(self._X, self._omega)]).tocsr()
+        U = stack_rows([np.sqrt(o)[:, None] * P for P, o in zip(self.P_, self._omega)])
+        H = U.T @ U
+        N, d = Z.shape
+        if d > N:  # S >= 0 vanishes on null(Z), of dimension d - rank(Z) >= d - N: the minimum 0
+            values, vectors = scipy.linalg.eigh(as_dense(Z @ Z.T))
+            keep = values > 1e-10 * max(values.max(), 1e-300)
+            if d - int(keep.sum()) >= l:
+                V = np.asarray(Z.T @ vectors[:, keep]) / np.sqrt(values[keep])[None, :]  # row space of Z, d x r
+                residual = 1.0 - np.sum(V * V, axis=1)
+                chosen = np.sort(np.argsort(-residual, kind="stable")[:l])
+                B = -V @ V[chosen].T  # e_j - V V' e_j for the l coordinates farthest from the row space
+                B[chosen, np.arange(l)] += 1.0
+                Q, R = np.linalg.qr(B)
+                if np.min(np.abs(np.diag(R))) > 1e-6:
+                    return Q * np.sign(np.diag(R))[None, :]
+        ZtU = np.asarray(Z.T @ U)
+        S = as_dense(Z.T @ Z) - ZtU @ _solve_gram(H, ZtU.T, self._fallbacks)
+        _, vectors = scipy.linalg.eigh((S + S.T) / 2.0, subset_by_index=[0, l - 1])
+        return vectors
+
+    def _losses(self):
+        """Per-example L_i (Eq. 8-9) in trace form, at the state of the last sweep."""
+        lam, MtM = self.lambda_, self.M_.T @ self.M_
+        out = []
+        for k, P in enumerate(self.P_):
+            Mk = self.task_centroids_[k]
+            within = self._row_sq[k] - 2.0 * np.sum(self._XMk[k] * P, axis=1) + np.sum((P @ (Mk.T @ Mk)) * P, axis=1)
+            Yk = self._Y[k]
+            cross = (np.sum(Yk * Yk, axis=1) - 2.0 * np.sum((Yk @ self.M_) * P, axis=1)
+                     + np.sum((P @ MtM) * P, axis=1))
+            out.append(np.maximum(lam * within + (1.0 - lam) * cross, 0.0))
+        return out
+
+    def _run(self, max_iter, stopping, frozen=None) -> tuple[int, bool]:
+        previous = None
+        for it in range(1, max_iter + 1):
+            current = self._iterate(frozen)
+            if previous is not None and _has_converged(previous, current, stopping, self.tol):
+                return it, True
+            previous = current
+        return max_iter, False
+
+    def _finish(self):
+        self.labels_ = [np.argmax(P, axis=1) for P in self.P_]
+        self.objective_trace_ = np.array(self._traces["objective"])
+        for name in ("w_orthogonality", "w_projection", "w_nonzeros"):
+            trace = np.array(self._traces[name])
+            setattr(self, f"{name}_trace_", trace)
+            self.record_.traces[name] = trace
+        self.record_.scalars["nonnegative_input"] = float(self._nonnegative)
+        self.record_.scalars["lstsq_fallbacks"] = float(len(self._fallbacks))
+        for name in ("_X", "_Y", "_XMk", "_row_sq", "_C_parts", "_traces"):
+            self.__dict__.pop(name, None)
+
+    def _fit(self, matrices, n_clusters, rng):
+        self._setup(matrices, n_clusters, rng)
+        self.n_iter_, self.converged_ = self._run(self.max_iter, self.stopping)
+        self._finish()
+
+
+class SPMTCh(LSSMTC):
+    """SPMTC-h (``weights="hard"``; SPMTCs: ``"soft"``), [SP] Algorithm 1; see the module
+    docstring.
+
+    Parameters
+    ----------
+    n_clusters, n_components, lambda_, w_update, w_init, tol, stopping, eps, random_state
+        As LSSMTC (lambda_ is [SP]'s lambda1; ``stopping`` and ``tol`` are the inner rule of
+        every round).
+    weights : {"hard", "soft"}, default="hard"
+        Eq. 10-11 (SPMTC-h) or the mixture weights Eq. 12-13 (SPMTC-s).
+    warm_start_iter : int, default=20
+        Plain LSSMTC iterations before the first round ([SP] Sec. 4.2: 20).
+    round_max_iter : int, default=50
+        T, iterations per round at most ([SP] Sec. 4.2: 50).
+    start_fraction : float, default=0.5
+        Fraction of each task selected in the first round ([SP] Sec. 4.2: half).
+    fraction_step : float, default=0.1
+        Added to the fraction every round ([SP]: 10 % more); the last round has 1.0.
+    quantile_rounding : {"ceil", "round"}, default="ceil"
+        How q n_k becomes a count.
+    gamma_ratio : float, default=0.5
+        gamma = gamma_ratio x lambda2 (soft weights; [SP] "1/2 lambda").
+    chosen : {"threshold", "positive"}, default="threshold"
+        threshold: lambda2 is the count-th smallest loss; positive: midway to the next, so
+        that count examples have v > 0 under soft weights (same as threshold for hard).
+    weight_power : {1, 2}, default=2
+        Omega = diag(v ** weight_power); 2 as Eq. 16, 18, 25 print VV'.
+    unselected_rows : {"update", "freeze"}, default="update"
+        Rows of P with v = 0: the cancelled Eq. 22 ratio, or kept.
+
+    Attributes
+    ----------
+    labels_, P_, M_, task_centroids_, W_, w_orthogonality_trace_, w_projection_trace_, w_nonzeros_trace_
+        As LSSMTC, over the warm start and every round.
+    objective_trace_ : ndarray of shape (n_iter_,)
+        The weighted loss sum_k sum_i omega_i L_i (Eq. 7 without its regulariser), warm
+        start then rounds (a step where the weights change).
+    weights_ : list of ndarray of shape (n_t,)
+        v_k of the last round.
+    round_fractions_ : ndarray of shape (n_rounds,)
+        q per round.
+    lambda2_ : ndarray of shape (n_rounds, T)
+        lambda2_k per round and task.
+    round_iterations_ : ndarray of shape (n_rounds,)
+        Inner iterations per round.
+    round_starts_ : ndarray of shape (n_rounds,)
+        Index in objective_trace_ of each round's first iteration.
+    n_iter_ : int
+        Iterations run in all (warm start included).
+    converged_ : bool
+        Whether the last round met the stopping rule.
+    record_ : FitRecord
+        As LSSMTC, plus per round (one step per round, per task where per task): traces
+        ``round_fraction``, ``round_iterations``, ``lambda2``, ``gamma``, ``selected``
+        (#v > 0), ``full_weight`` (#v = 1), ``mean_weight``, ``loss_length_spearman``
+        (Spearman correlation of L with ||x||^2); matrix ``weights`` (sample x weight).
+    """
+
+    _parameter_constraints = {
+        **LSSMTC._parameter_constraints,
+        "weights": [StrOptions({"hard", "soft"})],
+        "warm_start_iter": [Interval(Integral, 0, None, closed="left")],
+        "round_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "start_fraction": [Interval(Real, 0, 1, closed="right")],
+        "fraction_step": [Interval(Real, 0, 1, closed="right")],
+        "quantile_rounding": [StrOptions({"ceil", "round"})],
+        "gamma_ratio": [Interval(Real, 0, None, closed="neither")],
+        "chosen": [StrOptions({"threshold", "positive"})],
+        "weight_power": [Interval(Integral, 1, 2, closed="both")],
+        "unselected_rows": [StrOptions({"update", "freeze"})],
+    }
+
+    def __init__(self, n_clusters=2, n_components=2, lambda_=0.75, weights="hard", w_update="malsar",
+                 w_init="identity", warm_start_iter=20, round_max_iter=50, start_fraction=0.5, fraction_step=0.1,
+                 quantile_rounding="ceil", gamma_ratio=0.5, chosen="threshold", weight_power=2,
+                 unselected_rows="update", tol=1e-4, stopping="relative", eps=1e-9, random_state=None):
+        super().__init__(n_clusters=n_clusters, n_components=n_components, lambda_=lambda_, w_update=w_update,
+                         w_init=w_init, tol=tol, stopping=stopping, eps=eps, random_state=random_state)
+        del self.max_iter  # not a parameter of SPMTC: warm_start_iter and round_max_iter
+        self.weights = weights
+        self.warm_start_iter = warm_start_iter
+        self.round_max_iter = round_max_iter
+        self.start_fraction = start_fraction
+        self.fraction_step = fraction_step
+        self.quantile_rounding = quantile_rounding
+        self.gamma_ratio = gamma_ratio
+        self.chosen = chosen
+        self.weight_power = weight_power
+        self.unselected_rows = unselected_rows
+
+    def fractions(self) -> list[float]:
+        """q per round: start_fraction, + fraction_step, ..., the last one 1.0."""
+        out, i = [], 0
+        while True:
+            q = min(1.0, round(self.start_fraction + i * self.fraction_step, 12))
+            out.append(q)
+            if q >= 1.0:
+                return out
+            i += 1
+
+    def threshold(self, losses: np.ndarray, q: float) -> float:
+        """lambda2 for one task: the count-th smallest loss (or midway to the next)."""
+        n = losses.shape[0]
+        count = math.ceil(q * n - 1e-9) if self.quantile_rounding == "ceil" else int(round(q * n))
+        count = min(max(count, 1), n)
+        ordered = np.sort(losses)
+        lambda2 = ordered[count - 1]
+        if self.chosen == "positive" and self.weights == "soft":
+            upper = ordered[count] if count < n else lambda2 * (1.0 + 1e-6) + 1e-300
+            lambda2 = (lambda2 + upper) / 2.0 if upper > lambda2 else lambda2 * (1.0 + 1e-6) + 1e-300
+        return float(lambda2)
+
+    def weights_for(self, losses: np.ndarray, lambda2: float) -> np.ndarray:
+        """Eq. 11 (hard) or Eq. 13 (soft) for one task."""
+        if self.weights == "hard":
+            return (losses <= lambda2).astype(float)
+        gamma = self.gamma_ratio * lambda2
+        v = np.zeros_like(losses)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            middle = gamma / losses - gamma / lambda2
+        full = losses <= gamma * lambda2 / (gamma + lambda2)
+        between = ~full & (losses < lambda2)
+        v[full] = 1.0
+        v[between] = np.clip(middle[between], 0.0, 1.0)
+        return v
+
+    def _fit(self, matrices, n_clusters, rng):
+        self._setup(matrices, n_clusters, rng)
+        T = len(matrices)
+        n_iter, converged = 0, False
+        if self.warm_start_iter:
+            n_iter, _ = self._run(self.warm_start_iter, "none")
+        rounds = {name: [] for name in ("lambda2", "gamma", "selected", "full_weight", "mean_weight",
+                                        "loss_length_spearman")}
+        fractions, iterations, starts = self.fractions(), [], []
+        for q in fractions:
+            if n_iter == 0:  # no warm start: the losses of P0 need one model; take LSSMTC's first sweep
+                n_iter, _ = self._run(1, "none")
+            losses = self._losses()
+            lambda2 = [self.threshold(L, q) for L in losses]
+            v = [self.weights_for(L, l2) for L, l2 in zip(losses, lambda2)]
+            rounds["lambda2"].append(lambda2)
+            rounds["gamma"].append([self.gamma_ratio * l2 if self.weights == "soft" else 0.0 for l2 in lambda2])
+            rounds["selected"].append([float(np.count_nonzero(w)) for w in v])
+            rounds["full_weight"].append([float(np.sum(w == 1.0)) for w in v])
+            rounds["mean_weight"].append([float(w.mean()) for w in v])
+            rounds["loss_length_spearman"].append([_spearman(L, r) for L, r in zip(losses, self._row_sq)])
+            self._set_weights([w**self.weight_power for w in v])
+            frozen = [w == 0 for w in v] if self.unselected_rows == "freeze" else None
+            starts.append(n_iter)
+            inner, converged = self._run(self.round_max_iter, self.stopping, frozen)
+            iterations.append(inner)
+            n_iter += inner
+        self.weights_ = v
+        self.round_fractions_ = np.array(fractions)
+        self.lambda2_ = np.array(rounds["lambda2"])
+        self.round_iterations_ = np.array(iterations)
+        self.round_starts_ = np.array(starts)
+        self.n_iter_, self.converged_ = n_iter, converged
+        self._finish()
+        record = self.record_
+        record.traces["round_fraction"] = self.round_fractions_
+        record.traces["round_iterations"] = self.round_iterations_.astype(float)
+        for name, values in rounds.items():
+            if name != "gamma" or self.weights == "soft":
+                record.traces[name] = np.array(values, float).reshape(len(fractions), T)
+        record.matrices["weights"] = LabelledMatrix({(t, 0): w[:, None] for t, w in enumerate(v)}, "sample",
+                                                    ("weight",), "self-paced weights v of the last round")
+
+
+class SPMTCs(SPMTCh):
+    """SPMTC-s: SPMTCh with the mixture soft weights (Eq. 12-13) by default.
+
+    Parameters
+    ----------
+    weights : {"hard", "soft"}, default="soft"
+        As SPMTCh, default soft.
+    n_clusters, n_components, lambda_, w_update, w_init, warm_start_iter, round_max_iter, start_fraction, fraction_step, quantile_rounding, gamma_ratio, chosen, weight_power, unselected_rows, tol, stopping, eps, random_state
+        As SPMTCh.
+
+    Attributes
+    ----------
+    labels_, P_, M_, task_centroids_, W_, weights_, round_fractions_, lambda2_, round_iterations_, round_starts_, objective_trace_, w_orthogonality_trace_, w_projection_trace_, w_nonzeros_trace_, n_iter_, converged_, record_
+        As SPMTCh (the record adds trace ``gamma``).
+    """
+
+    def __init__(self, n_clusters=2, n_components=2, lambda_=0.75, weights="soft", w_update="malsar",
+                 w_init="identity", warm_start_iter=20, round_max_iter=50, start_fraction=0.5, fraction_step=0.1,
+                 quantile_rounding="ceil", gamma_ratio=0.5, chosen="threshold", weight_power=2,
+                 unselected_rows="update", tol=1e-4, stopping="relative", eps=1e-9, random_state=None):
+        super().__init__(n_clusters=n_clusters, n_components=n_components, lambda_=lambda_, weights=weights,
+                         w_update=w_update, w_init=w_init, warm_start_iter=warm_start_iter,
+                         round_max_iter=round_max_iter, start_fraction=start_fraction, fraction_step=fraction_step,
+                         quantile_rounding=quantile_rounding, gamma_ratio=gamma_ratio, chosen=chosen,
+                         weight_power=weight_power, unselected_rows=unselected_rows, tol=tol, stopping=stopping,
+                         eps=eps, random_state=random_state)
+
+
+def _spearman(losses: np.ndarray, lengths: np.ndarray) -> float:
+    if np.ptp(losses) == 0 or np.ptp(lengths) == 0:
+        return 0.0
+    return float(spearmanr(losses, lengths).statistic)
