@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from mtc import tracking
 from mtc.cli import CONF_DIR, exit_on_bad_input, launch
-from mtc.config import Settings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
+from mtc.config import RESERVED_PARAMS, Settings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
 from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize
 
 
@@ -53,8 +53,7 @@ def sweep_trainable(config, *, dataset, prototype, method, data_config, tracking
 
 def trial_params(method: str, prototype, trial: Trial, data_config: dict) -> dict:
     """What a child run records as its params and config.json."""
-    params = {key: value for key, value in prototype.get_params().items() if key not in ("n_clusters", "random_state",
-                                                                                         "cache")}
+    params = {key: value for key, value in prototype.get_params().items() if key not in RESERVED_PARAMS}
     return {"method": method, "params": {**params, **trial.point}, "seed": trial.seed, "grid_point": trial.point,
             "data": data_config}
 

@@ -126,7 +126,7 @@ def with_reference_matrices(matrices: dict[str, LabelledMatrix], dataset: MultiT
     return matrices
 
 
-def fitted_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None) -> MultiTaskClusterer:
+def trial_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None) -> MultiTaskClusterer:
     """A fresh copy of the validated prototype with the trial's grid values and seed."""
     solver = clone(prototype).set_params(**trial.point, random_state=trial.seed)
     if cache is not None and "cache" in solver.get_params():
@@ -136,7 +136,7 @@ def fitted_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | No
 
 def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial,
               cache: Cache | None = WORKER_CACHE) -> TrialOutcome:
-    solver = fitted_solver(prototype, trial, cache)
+    solver = trial_solver(prototype, trial, cache)
     start = time.perf_counter()
     solver.fit(dataset.matrices)
     fit_seconds = time.perf_counter() - start
