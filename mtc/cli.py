@@ -54,11 +54,12 @@ def compose_config(overrides: list[str] = ()):
     return cfg
 
 
-def configured_dataset(name: str, *overrides: str):
-    """The dataset of data config ``name`` (conf/data/<name>.yaml) with Hydra overrides."""
+def configured_dataset(name: str, *overrides: str, seed: int = 0):
+    """The dataset of data config ``name`` (conf/data/<name>.yaml) with Hydra overrides
+    (the draw of ``seed`` if the config draws a sample per seed)."""
     from mtc.data.spec import data_spec
 
-    return data_spec(compose_config([f"data={name}", *overrides]).data).load()
+    return data_spec(compose_config([f"data={name}", *overrides]).data).load(seed)
 
 
 def exit_on_bad_input(task):

@@ -81,8 +81,8 @@ def task_table(summary: PointSummary, task_names: list[str], metrics=METRIC_NAME
     return "\n".join(lines)
 
 
-def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str]) -> str:
-    parts = [f"# {title}", ""]
+def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str], data_note: str = "") -> str:
+    parts = [f"# {title}", ""] + ([data_note, ""] if data_note else [])
     for selection, label in SELECTIONS.items():
         best = best_point(summaries, selection)
         parts += [f"## {label}", "", f"grid point: `{best.point}` ({best.n_runs} runs)", "",

@@ -17,7 +17,7 @@ def run_once(run: Settings) -> dict[str, float]:
     from mtc.sweep import trial_params
     from mtc.trial import run_trial
 
-    dataset = run.data.load()
+    dataset = run.data.load(run.seed)  # the seed's draw if the data config draws per seed
     prototype = run.method.prototype(n_clusters=dataset.n_clusters)
     trial = Trial({}, run.seed)
     outcome = run_trial(dataset, prototype, trial, cache=None)

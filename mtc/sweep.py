@@ -3,7 +3,8 @@
 Hydra composes the config; mtc.config reads and checks all of it (every grid point against
 the solver's constraints) before anything runs. The driver then loads the dataset once,
 creates the MLflow parent run and one child run per (grid point, seed) trial, hands the
-dataset and a validated prototype solver to the trials through Ray's object store
+dataset (or, for a data config with ``draw: per_seed``, every seed's draw) and a validated
+prototype solver to the trials through Ray's object store
 (tune.with_parameters) and runs them with Ray Tune, a batch of seeds of one grid point per
 Tune trial (``sweep.seeds_per_trial``; a long sweep on few CPUs otherwise spends more time
 in Tune than in the fits). Afterwards it reads every child run back from MLflow, aggregates
@@ -17,6 +18,7 @@ from __future__ import annotations
 import time
 
 import hydra
+import numpy as np
 from omegaconf import DictConfig
 
 from mtc import tracking
@@ -25,12 +27,11 @@ from mtc.config import RESERVED_PARAMS, Settings, Trial, seed_batches, seeds_per
 from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize
 
 
-def sweep_trainable(config, *, dataset, prototype, method, data_config, tracking_uri, batches, heatmaps):
+def sweep_trainable(config, *, datasets, prototype, method, data_config, tracking_uri, batches, heatmaps):
     """One Ray Tune trial: a batch of seeds of one grid point (``config["batch"]`` names it in
     ``batches``). Each seed is fitted and logged to its pre-created MLflow child run; a
     failing seed marks its run FAILED and the others still run, then the trial fails. The
     trial reports once, the means over its seeds (MLflow has every seed's numbers)."""
-    import numpy as np
     import ray
     from ray import tune
 
@@ -40,7 +41,8 @@ def sweep_trainable(config, *, dataset, prototype, method, data_config, tracking
     outcomes, failures = [], []
     for trial in batches[config["batch"]]:
         try:
-            outcomes.append(fit_and_log(client, trial, dataset, prototype, method, data_config, cpus, tags, heatmaps))
+            outcomes.append(fit_and_log(client, trial, datasets[trial.seed], prototype, method, data_config, cpus, tags,
+                                        heatmaps))
         except Exception as error:
             failures.append(error)
     if failures:
@@ -78,7 +80,7 @@ def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_conf
     return outcome
 
 
-def run_trials_on_ray(run: Settings, dataset, prototype, trials: list[Trial]) -> tuple[float, int]:
+def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Trial]) -> tuple[float, int]:
     """Run the trials; returns the wall seconds of the Tuner (Ray start-up excluded) and the
     number of Ray Tune trials (seed batches)."""
     import ray
@@ -97,7 +99,7 @@ def run_trials_on_ray(run: Settings, dataset, prototype, trials: list[Trial]) ->
         size = seeds_per_trial(sweep.seeds_per_trial, len(trials), sweep.repeats, slots)
         batches = seed_batches(trials, size)
         print(f"{len(trials)} trials in {len(batches)} Ray Tune trials of up to {size} seed(s), {slots} at a time")
-        trainable = tune.with_parameters(sweep_trainable, dataset=dataset, prototype=prototype, method=run.method.name,
+        trainable = tune.with_parameters(sweep_trainable, datasets=datasets, prototype=prototype, method=run.method.name,
                                          data_config=run.data.resolved, tracking_uri=run.tracking.uri,
                                          batches=batches, heatmaps=run.tracking.trial_heatmaps)
         trainable = tune.with_resources(trainable, {"cpu": sweep.cpus_per_trial})
@@ -116,6 +118,17 @@ def run_trials_on_ray(run: Settings, dataset, prototype, trials: list[Trial]) ->
         ray.shutdown()
 
 
+def data_note(draw: str, datasets: dict) -> str:
+    """The report's line on the data: samples per task (a range over draws) and how drawn."""
+    sizes = np.array([[task.n_samples for task in d.tasks] for d in datasets.values()])
+    names = datasets[min(datasets)].task_names
+    counts = ", ".join(f"{name} {lo}" if lo == hi else f"{name} {lo}-{hi}"
+                       for name, lo, hi in zip(names, sizes.min(axis=0), sizes.max(axis=0)))
+    if draw == "per_seed":
+        return f"samples per task: {counts}; a fresh random draw per seed ({len(datasets)} draws), means over draws"
+    return f"samples per task: {counts}; one dataset for every seed"
+
+
 def trial_records(client, experiment_id: str, parent_id: str) -> list[TrialRecord]:
     return [TrialRecord(run.data.tags.get(tracking.POINT_TAG, "?"), run.data.params.get("seed", "?"), run.info.status,
                         run.data.metrics, run.info.run_id)
@@ -129,11 +142,12 @@ def run_sweep(run: Settings) -> dict:
     output_dir = sweep.output_dir / sweep.name
     output_dir.mkdir(parents=True, exist_ok=True)
 
-    dataset = run.data.load()
+    datasets = run.data.draws(range(sweep.repeats))  # seed -> dataset (one shared object unless per_seed)
+    dataset = datasets[0]
     prototype = spec.prototype(n_clusters=dataset.n_clusters)
     client = tracking.client_for(run.tracking.uri)
     experiment_id = tracking.ensure_experiment(client, run.tracking.experiment, run.tracking.artifact_root)
-    tags = {**tracking.dataset_tags(dataset), "mtc.method": spec.name, "mtc.data": run.data.name}
+    tags = {**tracking.draws_tags(datasets), "mtc.method": spec.name, "mtc.data": run.data.name}
     sweep_key = stable_hash(spec.name, spec.params, spec.grid, sweep.repeats, run.data.resolved,
                             tags[tracking.DATASET_HASH_TAG])
     parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, sweep.name, run.resolved, tags, sweep.resume)
@@ -142,10 +156,11 @@ def run_sweep(run: Settings) -> dict:
     tuner_seconds, tune_trials = 0.0, 0
     try:
         if pending:
-            tuner_seconds, tune_trials = run_trials_on_ray(run, dataset, prototype, pending)
+            tuner_seconds, tune_trials = run_trials_on_ray(run, datasets, prototype, pending)
         records = trial_records(client, experiment_id, parent_id)
         summaries = summarize(records)
-        markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names)
+        markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
+                                   data_note(run.data.draw, datasets))
     except BaseException as error:
         client.set_terminated(parent_id, "FAILED" if isinstance(error, Exception) else "KILLED")
         raise

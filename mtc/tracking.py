@@ -8,6 +8,7 @@ which is how an interrupted sweep resumes without duplicating runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -47,6 +48,16 @@ def dataset_tags(dataset) -> dict[str, str]:
     if "cache_key" in dataset.meta:
         tags["mtc.data_cache_key"] = dataset.meta["cache_key"]
     return tags
+
+
+def draws_tags(datasets: dict) -> dict[str, str]:
+    """Tags of a sweep's data: one dataset's tags, or for a draw per seed a hash over every
+    draw's content hash (in seed order) and the number of draws."""
+    distinct = list({id(d): d for d in datasets.values()}.values())
+    if len(distinct) == 1:
+        return dataset_tags(distinct[0])
+    digest = hashlib.sha256("\n".join(datasets[s].content_hash() for s in sorted(datasets)).encode())
+    return {DATASET_HASH_TAG: digest.hexdigest(), "mtc.data_draws": str(len(distinct))}
 
 
 def flatten(mapping: dict, prefix: str = "") -> dict[str, str]:

@@ -146,6 +146,7 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     metrics = task_metrics(dataset, labels)
     metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
                     "converged": float(solver.converged_), "fit_seconds": fit_seconds})
+    metrics.update({f"n_samples/{task.name}": float(task.n_samples) for task in dataset.tasks})
     for name, value in record.scalars.items():
         metrics.update(scalar_metrics(name, value, names))
     traces = {key: values for name, trace in record.traces.items() for key, values in trace_metrics(name, trace, names).items()}

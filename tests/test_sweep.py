@@ -10,7 +10,7 @@ import pytest
 
 from mtc import tracking
 from mtc.cli import compose_config
-from mtc.config import settings
+from mtc.config import Trial, settings
 from mtc.sweep import run_sweep
 
 pytestmark = pytest.mark.slow
@@ -136,3 +136,28 @@ def test_seeds_of_a_grid_point_can_share_one_tune_trial(tmp_path, plugin_path):
         failed = runs[f"fail=True,shift=1.0|seed={seed}"]
         assert failed.info.status == "FAILED" and "toy failure" in failed.data.tags["mtc.error"]
     assert result["best"]["acc"].n_runs == 2 and result["best"]["acc"].mean["acc/mean"] == 1.0
+
+
+def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
+    from mtc.trial import run_trial
+
+    cfg = compose_config([
+        f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        f"mlflow.artifact_root={tmp_path / 'artifacts'}", "ray.num_cpus=2", "sweep.verbose=0", "method=kmeans",
+        "sweep.repeats=3", "+data.draw=per_seed", "data.params.n_tasks=2", "data.params.samples_per_cluster=10"])
+    run = settings(cfg)
+    result = run_sweep(run)
+    client = tracking.client_for(result["tracking_uri"])
+    parent = client.get_run(result["parent_run_id"])
+    assert parent.data.tags["mtc.data_draws"] == "3"
+    runs = {int(r.data.params["seed"]): r for r in children(client, result)}
+    assert sorted(runs) == [0, 1, 2]
+    finals = []
+    for seed, child in runs.items():  # each seed's child run clustered that seed's draw
+        expected = run_trial(run.data.load(seed), run.method.prototype(n_clusters=[4, 4]), Trial({}, seed))
+        assert child.data.metrics["objective/final"] == pytest.approx(expected.metrics["objective/final"], rel=1e-9)
+        assert child.data.metrics["n_samples/task1"] == 40
+        finals.append(child.data.metrics["objective/final"])
+    assert len(set(finals)) == 3
+    report = (Path(result["output_dir"]) / "report.md").read_text()
+    assert "samples per task: task0 40, task1 40; a fresh random draw per seed (3 draws), means over draws" in report

@@ -7,6 +7,8 @@ files' checksums and the config, so a second load only reads one .npz file.
 
 from __future__ import annotations
 
+import inspect
+
 from mtc.errors import InputError
 from mtc.data import cache
 from mtc.data.compositions import BUILDERS, build
@@ -15,6 +17,12 @@ from mtc.data.synthetic import make_synthetic
 from mtc.tasks import MultiTaskDataset
 
 BUILDER_NAMES = sorted([*BUILDERS, "synthetic"])
+
+
+def builder_takes_seed(builder: str) -> bool:
+    """Whether the builder samples with a ``seed`` parameter (so it can draw per seed)."""
+    function = make_synthetic if builder == "synthetic" else BUILDERS[builder].build
+    return "seed" in inspect.signature(function).parameters
 
 
 def load_dataset(name: str, builder: str | None = None, params: dict | None = None, root: str | None = None,

@@ -14,15 +14,18 @@ from mtc.data.spec import data_spec
 from mtc.errors import InputError
 
 
-def describe(name: str, overrides: list[str]) -> str:
+def describe(name: str, overrides: list[str], seed: int = 0) -> str:
     if name not in available("data"):
         raise InputError(f"unknown data {name!r}; available: {', '.join(available('data'))}")
     cfg = compose_config([f"data={name}", *overrides])
     start = time.perf_counter()
-    dataset = data_spec(cfg.data).load()
+    spec = data_spec(cfg.data)
+    dataset = spec.load(seed)
     seconds = time.perf_counter() - start
     dropped = dataset.meta.get("dropped_empty")
     lines = [dataset.describe(), f"  follows: {cfg.data.get('follows', '-')}; loaded in {seconds:.2f} s"]
+    if spec.draw == "per_seed":
+        lines.append(f"  a fresh random draw per seed; this is the draw of seed {seed} (--seed)")
     if dropped and any(dropped.values()):
         lines.append(f"  documents dropped as empty after term selection: {dropped}")
     return "\n".join(lines)
@@ -35,6 +38,7 @@ def main(argv=None) -> int:
     show.add_argument("names", nargs="+", help="data config names (conf/data/*.yaml), or 'all'")
     show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="a Hydra override such as data.params.text.n_features=5000")
+    show.add_argument("--seed", type=int, default=0, help="the draw to show for data configs with draw: per_seed")
     sub.add_parser("list", help="list the data configs")
     args = parser.parse_args(argv)
     if args.command == "list":
@@ -43,7 +47,7 @@ def main(argv=None) -> int:
     names = available("data") if args.names == ["all"] else args.names
     try:
         for name in names:
-            print(describe(name, args.set))
+            print(describe(name, args.set, args.seed))
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

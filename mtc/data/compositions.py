@@ -53,7 +53,7 @@ def build_webkb(paths, *, universities: list[str], classes: dict[str, list[str]]
                 drop_empty: bool = True, samples_per_task: int | None = None, seed: int = 0) -> dict:
     """Tasks = universities; a class may merge raw WebKB classes (project vs personal)."""
     raw_classes = sorted({c for members in classes.values() for c in members})
-    pages = read_webkb(paths["webkb"], raw_classes, universities)
+    pages = read_webkb(paths["webkb"], tuple(raw_classes), tuple(universities))
     rng = np.random.default_rng(seed)
     task_docs = []
     for university in universities:
@@ -95,7 +95,7 @@ def build_newsgroups(paths, *, tasks: list[dict], text: dict, splits: list[str] 
     every task that uses the group (NG2, NG3); ``samples_per_task`` then subsamples each task
     evenly over its classes (SMT-NMF)."""
     groups = sorted({g for task in tasks for g in task["groups"]})
-    posts = read_newsgroups(paths["20news"], groups, tuple(splits), strip_headers)
+    posts = dict(read_newsgroups(paths["20news"], tuple(groups), tuple(splits), strip_headers))  # a copy: memoised
     rng = np.random.default_rng(seed)
     if per_class is not None:
         for group in groups:
@@ -164,9 +164,14 @@ def build_handdigits(paths, *, mnist_counts: list[int], usps_counts: list[int], 
 
 
 def build_matfiles(paths, *, tasks: dict[str, dict], class_names: list[str], tfidf: bool,
-                   samples_per_task: int | None = None, seed: int = 0) -> MultiTaskDataset:
-    """Preprocessed two-class problems (.mat): per task the raw-file key and variable names.
-    Weights: tf-idf over all tasks (raw counts) or the stored weights; rows L2-normalised."""
+                   l2_normalize: bool = True, samples_per_task: int | None = None, drop_unused_terms: bool = False,
+                   seed: int = 0) -> MultiTaskDataset:
+    """Preprocessed two-class problems (.mat, term counts): per task the raw-file key and
+    variable names. Weights: tf-idf over all tasks or the stored counts, rows L2-normalised
+    unless ``l2_normalize`` is False (``tfidf: false, l2_normalize: false``: the raw counts).
+    ``samples_per_task`` draws that many rows per task evenly over the classes;
+    ``drop_unused_terms`` then keeps only the terms the drawn rows contain (a vocabulary per
+    draw, SMT-NMF Table 2), in the stored column order."""
     rng = np.random.default_rng(seed)
     matrices, labels = [], []
     for spec in tasks.values():
@@ -175,7 +180,10 @@ def build_matfiles(paths, *, tasks: dict[str, dict], class_names: list[str], tfi
         rows = balanced_sample(rng, y, samples_per_task)
         matrices.append(sp.csr_matrix(mat[spec["data"]], dtype=np.float64)[rows])
         labels.append(y[rows])
-    weights = tfidf_weights(sp.vstack(matrices, format="csr"), tfidf=tfidf)
+    counts = sp.vstack(matrices, format="csr")
+    if drop_unused_terms:
+        counts = counts[:, np.flatnonzero(counts.getnnz(axis=0))]
+    weights = tfidf_weights(counts, tfidf=tfidf, l2_normalize=l2_normalize)
     bounds = np.cumsum([m.shape[0] for m in matrices])[:-1]
     parts = np.split(np.arange(weights.shape[0]), bounds)
     return MultiTaskDataset("matfiles", tuple(Task(n, weights[r], y, tuple(class_names))

@@ -1,6 +1,9 @@
 """Readers of the raw corpora (archives read in place, never unpacked to disk).
 
 Each reader returns plain documents with their labels; compositions decide which to keep.
+The text readers keep their last results in memory (arguments must be hashable; callers
+must not modify what they return), so that drawing many samples from one corpus (a data
+config with ``draw: per_seed``) reads the archive once per process.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import html
 import re
 import tarfile
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +30,8 @@ def html_to_text(page: bytes) -> str:
     return html.unescape(TAG.sub(" ", SCRIPT_OR_STYLE.sub(" ", body)))
 
 
-def read_webkb(path: Path, classes: list[str], universities: list[str]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+@lru_cache(maxsize=2)
+def read_webkb(path: Path, classes: tuple[str, ...], universities: tuple[str, ...]) -> dict[tuple[str, str], list[tuple[str, str]]]:
     """{(university, class): [(page name, text), ...]} for the requested pages, sorted by name."""
     wanted = {(u, c) for u in universities for c in classes}
     pages = defaultdict(list)
@@ -48,6 +53,7 @@ def _field(pattern: str, text: str) -> str | None:
     return match.group(1) if match else None
 
 
+@lru_cache(maxsize=1)
 def read_reuters(path: Path) -> list[dict]:
     """Every Reuters-21578 document: attributes, topics, places, people, orgs, title, body."""
     docs = []
@@ -67,7 +73,8 @@ def read_reuters(path: Path) -> list[dict]:
     return docs
 
 
-def read_newsgroups(path: Path, groups: list[str], splits=("train", "test"), strip_headers: bool = True
+@lru_cache(maxsize=2)
+def read_newsgroups(path: Path, groups: tuple[str, ...], splits=("train", "test"), strip_headers: bool = True
                     ) -> dict[str, list[tuple[str, str]]]:
     """{group: [(split/article, text), ...]} sorted by article; headers stripped by default."""
     wanted = set(groups)

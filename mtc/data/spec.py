@@ -1,4 +1,11 @@
-"""A data config node (``cfg.data``) as a checked spec with absolute paths, and its loading."""
+"""A data config node (``cfg.data``) as a checked spec with absolute paths, and its loading.
+
+``draw`` says how the samples relate to the trials' seeds: ``once`` (the default) builds one
+dataset that every seed clusters; ``per_seed`` builds a fresh sample for every seed, with the
+trial's seed as the builder's ``seed`` (``params.seed`` is then not used), so that a sweep with
+``repeats`` seeds averages over that many random draws (SMT-NMF, SDM-14 Sec. 5.1: 30 draws per
+sample size, the vocabulary built per draw).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +14,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from mtc.data import BUILDER_NAMES, load_dataset
+from mtc.data import BUILDER_NAMES, builder_takes_seed, load_dataset
 from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset
+
+DRAWS = ("once", "per_seed")
 
 
 @dataclass(frozen=True)
@@ -23,9 +32,16 @@ class DataSpec:
     cache_dir: str | None
     categories: dict = field(default_factory=dict)  # class -> category (ideal task relatedness)
     resolved: dict = field(default_factory=dict, repr=False)  # the whole data config, for tracking
+    draw: str = "once"  # "once" or "per_seed" (a fresh sample per trial seed)
 
-    def load(self) -> MultiTaskDataset:
-        dataset = load_dataset(self.name, self.builder, self.params, self.root, self.cache_dir)
+    def load(self, seed: int | None = None) -> MultiTaskDataset:
+        """The dataset; with ``draw: per_seed`` the draw of ``seed`` (required)."""
+        params = self.params
+        if self.draw == "per_seed":
+            if seed is None:
+                raise ValueError(f"dataset {self.name!r} draws a fresh sample per seed: load(seed) needs the seed")
+            params = {**params, "seed": int(seed)}
+        dataset = load_dataset(self.name, self.builder, params, self.root, self.cache_dir)
         if not self.categories:
             return dataset
         classes = {c for task in dataset.tasks for c in task.class_names}
@@ -35,6 +51,13 @@ class DataSpec:
                              f"classes: {sorted(classes)}")
         return MultiTaskDataset(dataset.name, dataset.tasks, {**dataset.meta, "categories": dict(self.categories)})
 
+    def draws(self, seeds) -> dict[int, MultiTaskDataset]:
+        """The dataset of every seed: one shared object (``once``) or a draw per seed."""
+        if self.draw == "once":
+            dataset = self.load()
+            return {int(seed): dataset for seed in seeds}
+        return {int(seed): self.load(seed) for seed in seeds}
+
 
 def data_spec(node) -> DataSpec:
     """The DataSpec of a data config node (``cfg.data``)."""
@@ -43,7 +66,13 @@ def data_spec(node) -> DataSpec:
     if builder not in BUILDER_NAMES:
         raise InputError(f"unknown dataset {resolved['name']!r} (builder {builder!r}); "
                          f"known builders: {', '.join(BUILDER_NAMES)}")
+    draw = resolved.get("draw") or "once"
+    if draw not in DRAWS:
+        raise InputError(f"dataset {resolved['name']!r}: draw must be one of {', '.join(DRAWS)}, got {draw!r}")
+    if draw == "per_seed" and not builder_takes_seed(builder):
+        raise InputError(f"dataset {resolved['name']!r}: draw=per_seed needs a builder that samples with a seed; "
+                         f"{builder!r} takes none")
     absolute = {key: str(Path(resolved[key]).expanduser().resolve()) if resolved.get(key) else None
                 for key in ("root", "cache_dir")}
     return DataSpec(resolved["name"], builder, resolved.get("params") or {}, **absolute,
-                    categories=resolved.get("categories") or {}, resolved=resolved)
+                    categories=resolved.get("categories") or {}, resolved=resolved, draw=draw)

@@ -21,20 +21,22 @@ def top_terms_by_document_frequency(counts: sp.csr_matrix, n_features: int | Non
     return np.sort(np.argsort(-df, kind="stable")[:n_features])
 
 
-def tfidf_weights(counts: sp.csr_matrix, tfidf: bool = True, sublinear_tf: bool = False) -> sp.csr_matrix:
-    """tf-idf (smooth idf, as scikit-learn) or raw weights, then L2-normalised rows."""
-    transformer = TfidfTransformer(norm="l2", use_idf=tfidf, sublinear_tf=sublinear_tf)
+def tfidf_weights(counts: sp.csr_matrix, tfidf: bool = True, sublinear_tf: bool = False,
+                  l2_normalize: bool = True) -> sp.csr_matrix:
+    """tf-idf (smooth idf, as scikit-learn) or raw weights, then L2-normalised rows (unless
+    ``l2_normalize`` is False: raw counts with tfidf=False)."""
+    transformer = TfidfTransformer(norm="l2" if l2_normalize else None, use_idf=tfidf, sublinear_tf=sublinear_tf)
     return sp.csr_matrix(transformer.fit_transform(counts))
 
 
 def vectorize_tasks(docs_per_task: list[list[str]], n_features: int | None = None, lowercase: bool = True,
                     stop_words: str | None = "english", min_df: int = 1, tfidf: bool = True,
-                    sublinear_tf: bool = False) -> tuple[list[sp.csr_matrix], list[str]]:
+                    sublinear_tf: bool = False, l2_normalize: bool = True) -> tuple[list[sp.csr_matrix], list[str]]:
     """One shared vocabulary over every task's documents; returns per-task matrices and the terms."""
     vectorizer = CountVectorizer(lowercase=lowercase, stop_words=stop_words, min_df=min_df, dtype=np.float64)
     counts = vectorizer.fit_transform([doc for docs in docs_per_task for doc in docs]).tocsr()
     keep = top_terms_by_document_frequency(counts, n_features)
-    weights = tfidf_weights(counts[:, keep], tfidf, sublinear_tf)
+    weights = tfidf_weights(counts[:, keep], tfidf, sublinear_tf, l2_normalize)
     bounds = np.cumsum([len(docs) for docs in docs_per_task])[:-1]
     rows = np.split(np.arange(weights.shape[0]), bounds)
     return [weights[r] for r in rows], vectorizer.get_feature_names_out()[keep].tolist()
