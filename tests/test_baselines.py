@@ -5,6 +5,7 @@ from sklearn.metrics.pairwise import euclidean_distances
 
 from mtc.config import method_configs
 from mtc.data.synthetic import make_synthetic
+from mtc.methods.base import PooledClusterer
 from mtc.methods import LSSMTC, MBC, KernelKMeans, KMeansClusterer, SPMTCh, SymmetricNMF
 from mtc.metrics import accuracy
 from mtc.numerics.affinity import cosine_affinity, gaussian_affinity, median_positive, squared_distances
@@ -13,6 +14,11 @@ from mtc.numerics.snmf import snmf
 # Planted Gaussian clusters have signed, dense features: methods that need non-negative sparse
 # data (SMT-NMF's term-sharing affinity) are tested on their own data in their test files.
 METHODS = {name: cls for name, cls in method_configs().items() if not cls.requires_nonnegative}
+# ASI read as LSSMTC's subspace term alone minimises ||XW - PM'|| over orthonormal W: it seeks
+# the directions of least within-cluster spread (or null(X), or MALSAR's first l columns), not
+# the ones that separate clusters, so it is not expected to recover planted clusters; its
+# equivalences and degenerate subspaces are tested in tests/test_spmtc.py.
+PLANTED = {name: cls for name, cls in METHODS.items() if name not in ("asi", "a_asi")}
 
 
 @pytest.fixture(scope="module")
@@ -31,13 +37,13 @@ def well_started(cls) -> dict:
     return {}
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+@pytest.mark.parametrize("name", sorted(PLANTED))
 def test_every_baseline_recovers_planted_clusters(name, planted):
-    solver = METHODS[name](n_clusters=planted.n_clusters, random_state=0, **well_started(METHODS[name])).fit(planted.matrices)
+    solver = PLANTED[name](n_clusters=planted.n_clusters, random_state=0, **well_started(PLANTED[name])).fit(planted.matrices)
     assert len(solver.labels_) == 2
     for task, labels in zip(planted.tasks, solver.labels_):
         assert labels.shape == (task.n_samples,)
-        if not name.startswith("a_"):  # pooled variants merge private clusters across tasks
+        if not issubclass(PLANTED[name], PooledClusterer):  # pooled variants merge private clusters across tasks
             assert accuracy(task.y, labels) == 1.0
     assert np.isfinite(solver.objective_trace_).all() and solver.n_iter_ >= 1
 

@@ -31,7 +31,7 @@ def test_run_logs_one_mlflow_run(tmp_path):
 
 
 @pytest.mark.parametrize("module, args, message", [
-    ("mtc.sweep", ["method=nope"], "error: unknown method 'nope'; available: a_kmeans, a_ncut"),
+    ("mtc.sweep", ["method=nope"], "error: unknown method 'nope'; available: a_asi, a_kmeans, a_ncut"),
     ("mtc.sweep", ["data=nope"], "error: unknown data 'nope'; available: "),
     ("mtc.sweep", ["method=kmeans", "+method.grid.alpha=[1,2]"], "error: method 'kmeans': unknown grid key 'alpha'"),
     ("mtc.run", ["data.params.n_shared=9"], "error: n_shared must be in [0, n_clusters=4], got 9"),

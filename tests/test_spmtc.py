@@ -11,7 +11,7 @@ from scipy.optimize import minimize_scalar
 
 from mtc.data.synthetic import make_synthetic
 from mtc.errors import InputError
-from mtc.methods.spmtc import LSSMTC, SPMTCh, SPMTCs
+from mtc.methods.spmtc import ASI, LSSMTC, PooledASI, SPMTCh, SPMTCs
 from mtc.metrics import accuracy
 
 
@@ -252,3 +252,37 @@ def test_bad_input_is_rejected():
         SPMTCh(n_components=6).fit([X])
     with pytest.raises(ValueError, match="The 'lambda_' parameter of LSSMTC must be a float in the range"):
         LSSMTC(lambda_=1.5).fit([X])
+
+
+def test_asi_is_lssmtc_with_lambda_zero_on_each_task_alone(small):
+    tasks, _ = small
+    asi = ASI(n_clusters=3, n_components=3, max_iter=15, stopping="none", random_state=4).fit(tasks)
+    rng = np.random.default_rng(4)  # the one stream the tasks' starts are drawn from, in order
+    for t, X in enumerate(tasks):
+        alone = LSSMTC(n_clusters=3, n_components=3, lambda_=0.0, max_iter=15, stopping="none", random_state=rng).fit([X])
+        np.testing.assert_array_equal(asi.labels_[t], alone.labels_[0])
+        np.testing.assert_allclose(asi.task_objective_traces_[t], alone.objective_trace_, rtol=1e-12)
+    assert asi.record_.scalars["w_projection"].shape == (2,)
+
+
+def test_all_asi_on_the_pooled_rows_equals_lssmtc_lambda_zero_on_the_tasks(small):
+    tasks, _ = small
+    for w_update in ("malsar", "eigen"):
+        pooled = PooledASI(n_clusters=3, n_components=3, w_update=w_update, max_iter=15, stopping="none",
+                           random_state=5).fit(tasks)
+        joint = LSSMTC(n_clusters=3, n_components=3, lambda_=0.0, w_update=w_update, max_iter=15, stopping="none",
+                       random_state=5).fit(tasks)
+        for a, b in zip(pooled.labels_, joint.labels_):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(pooled.objective_trace_, joint.objective_trace_, rtol=1e-10)
+        assert [len(l) for l in pooled.labels_] == [25, 30]
+
+
+def test_asi_records_which_degenerate_subspace_it_found(small):
+    tasks, _ = small  # d = 30: null(X_1) has dimension >= 30 - 25 = 5 >= l; X_2 (30 rows) has full rank
+    malsar = ASI(n_clusters=3, n_components=3, max_iter=10, random_state=0).fit(tasks)
+    first = [np.linalg.norm(X[:, :3].toarray()) / np.linalg.norm(X.toarray()) for X in tasks]
+    np.testing.assert_allclose(malsar.record_.scalars["w_projection"], first, rtol=1e-6)  # W = eye(d, l)
+    eigen = ASI(n_clusters=3, n_components=3, w_update="eigen", max_iter=10, random_state=0).fit(tasks)
+    projection = eigen.record_.scalars["w_projection"]
+    assert projection[0] < 1e-8 < 1e-2 < projection[1]  # task 1: X W = 0, a basis of null(X); task 2: not

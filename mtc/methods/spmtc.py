@@ -80,7 +80,8 @@ from scipy.stats import spearmanr
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.errors import InputError
-from mtc.methods.base import NON_NEGATIVE, MultiTaskClusterer
+from mtc.methods.base import NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
+from mtc.numerics.convergence import SingleFit
 from mtc.numerics.linalg import as_dense
 from mtc.numerics.stacking import stack_rows
 from mtc.record import LabelledMatrix
@@ -547,6 +548,82 @@ class SPMTCs(SPMTCh):
                          quantile_rounding=quantile_rounding, gamma_ratio=gamma_ratio, chosen=chosen,
                          weight_power=weight_power, unselected_rows=unselected_rows, tol=tol, stopping=stopping,
                          eps=eps, random_state=random_state)
+
+
+class ASI(PerTaskClusterer):
+    """ASI (adaptive subspace iteration, Li et al., SIGIR 2004) on each task alone, read as
+    LSSMTC's subspace term: the SPMTC baselines "ASI" ([SP] Sec. 5.1).
+
+    We hold no copy of Li et al. 2004. [SP] Sec. 2 describes LSSMTC ([23]) as "k-means ... and
+    the ASI method [combined] by a balancing parameter, where ... the ASI model learns the
+    shared subspace": ASI is LSSMTC's second term alone, min ||X W - P M'||^2 over W'W = I,
+    P >= 0 and M, i.e. LSSMTC with lambda = 0 (the k-means term off), here fitted on one task
+    at a time with LSSMTC's updates (Eq. 16, 21-22 with lambda = 0, and the W step). The
+    subspace step has LSSMTC's degeneracy: ``w_update="malsar"`` keeps W = eye(d, l) (the
+    first l feature columns), ``"eigen"`` returns a basis of null(X) when d - rank(X) >= l
+    (then X W = 0 and the labels are those of the start). The record's ``w_projection``
+    (||X W|| / ||X|| at the end, per task) shows which happened.
+
+    Parameters
+    ----------
+    n_clusters, n_components, w_update, w_init, max_iter, tol, stopping, eps, random_state
+        As LSSMTC (lambda is 0).
+
+    Attributes
+    ----------
+    labels_ : list of ndarray of shape (n_t,)
+        argmax of every row of the task's P.
+    objective_trace_ : ndarray
+        Sum over tasks of ||X_t W_t - P_t M_t'||^2 after every iteration (a task that
+        stopped held at its last value).
+    task_objective_traces_ : list of ndarray
+        Each task's trace.
+    n_iter_ : int
+        Most iterations over tasks.
+    converged_ : bool
+        Whether every task met the stopping rule.
+    record_ : FitRecord
+        Scalar ``w_projection`` (per task).
+    """
+
+    _parameter_constraints = {key: value for key, value in LSSMTC._parameter_constraints.items() if key != "lambda_"}
+
+    def __init__(self, n_clusters=2, n_components=2, w_update="malsar", w_init="identity", max_iter=1000, tol=1e-4,
+                 stopping="relative", eps=1e-9, random_state=None):
+        self.n_clusters = n_clusters
+        self.n_components = n_components
+        self.w_update = w_update
+        self.w_init = w_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.stopping = stopping
+        self.eps = eps
+        self.random_state = random_state
+
+    def _fit_one(self, X, k, rng):
+        fit = LSSMTC(n_clusters=k, n_components=self.n_components, lambda_=0.0, w_update=self.w_update,
+                     w_init=self.w_init, max_iter=self.max_iter, tol=self.tol, stopping=self.stopping, eps=self.eps,
+                     random_state=rng).fit([X])
+        self.__dict__.setdefault("_projections", []).append(float(fit.w_projection_trace_[-1]))
+        return SingleFit(fit.labels_[0], fit.objective_trace_, fit.n_iter_, fit.converged_)
+
+    def _store(self, fits):  # per task, and for PooledASI once
+        super()._store(fits)
+        projections = self.__dict__.pop("_projections")
+        self.record_.scalars["w_projection"] = projections[0] if len(projections) == 1 else np.array(projections)
+
+
+class PooledASI(PooledClusterer, ASI):
+    __doc__ = """All ASI ([SP] Sec. 5.1): ASI (see ``ASI``) on the union of all tasks, scored per task.
+
+    Identical to LSSMTC with lambda = 0 on the tasks (W and M are shared, the P rows are
+    updated row by row), which tests/test_spmtc.py checks.
+
+    Parameters
+    ----------
+    n_clusters, n_components, w_update, w_init, max_iter, tol, stopping, eps, random_state
+        As ASI.
+""" + POOLED_ATTRIBUTES.replace("        Empty.", "        Scalar ``w_projection`` (one, pooled).")
 
 
 def _spearman(losses: np.ndarray, lengths: np.ndarray) -> float:
