@@ -233,11 +233,15 @@ def positive_int(value, what: str, allow_none: bool = False) -> int | None:
 
 
 def tracking_settings(cfg: DictConfig, base: str) -> TrackingSettings:
+    """A tracking server keeps its own artifact root (``mlflow server --serve-artifacts``: runs
+    record mlflow-artifacts:/ URIs), so ``mlflow.artifact_root`` applies to local stores only."""
+    uri = absolute_tracking_uri(cfg.mlflow.tracking_uri, base)
     root = cfg.mlflow.get("artifact_root")
-    if root and "://" not in root:
+    if uri.startswith(("http://", "https://")):
+        root = None
+    elif root and "://" not in root:
         root = str((Path(base) / root).resolve())
-    return TrackingSettings(absolute_tracking_uri(cfg.mlflow.tracking_uri, base), cfg.mlflow.experiment, root or None,
-                            bool(cfg.mlflow.trial_heatmaps))
+    return TrackingSettings(uri, cfg.mlflow.experiment, root or None, bool(cfg.mlflow.trial_heatmaps))
 
 
 def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepSettings:

@@ -15,6 +15,8 @@ the parent run. docs/architecture.md follows one sweep through these steps.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import hydra
@@ -25,6 +27,12 @@ from mtc import tracking
 from mtc.cli import CONF_DIR, exit_on_bad_input, launch
 from mtc.config import RESERVED_PARAMS, Settings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
 from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize
+
+TRACKING_CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # basic auth (mtc.stack --auth)
+
+
+class SweepInterrupted(Exception):
+    """Ctrl-C ended the sweep; the message says how far it got and how to resume."""
 
 
 def sweep_trainable(config, *, datasets, prototype, method, data_config, tracking_uri, batches, heatmaps):
@@ -87,11 +95,13 @@ def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Tri
     from ray import tune
 
     sweep = run.sweep
+    credentials = {key: os.environ[key] for key in TRACKING_CREDENTIALS if key in os.environ}
+    runtime_env = {"env_vars": credentials} if credentials else None  # workers on other nodes need them
     if run.ray.local:
         ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
-                 include_dashboard=False, log_to_driver=True)
+                 include_dashboard=False, log_to_driver=True, runtime_env=runtime_env)
     else:
-        ray.init(address=run.ray.address)
+        ray.init(address=run.ray.address, runtime_env=runtime_env)
     try:
         slots = int(ray.cluster_resources().get("CPU", 1) // sweep.cpus_per_trial)
         if sweep.max_concurrent_trials:
@@ -111,6 +121,9 @@ def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Tri
                                       verbose=sweep.verbose,
                                       failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)),
         )
+        # Ctrl-C raises KeyboardInterrupt here instead of Tune's own handler, which would end
+        # the Tuner quietly and let a partial sweep be reported as finished.
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
         start = time.perf_counter()
         tuner.fit()
         return time.perf_counter() - start, len(batches)
@@ -161,6 +174,13 @@ def run_sweep(run: Settings) -> dict:
         summaries = summarize(records)
         markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
                                    data_note(run.data.draw, datasets))
+    except KeyboardInterrupt:  # Ctrl-C: no report; the unrun trials' runs are closed, the parent KILLED
+        tracking.close_unfinished(client, experiment_id, parent_id, "KILLED")
+        client.set_terminated(parent_id, "KILLED")
+        finished = sum(r.status == "FINISHED" for r in trial_records(client, experiment_id, parent_id))
+        raise SweepInterrupted(f"interrupted: {finished} of {len(trials)} trials finished (MLflow parent run "
+                               f"{parent_id}, KILLED); run the same command again to resume: finished trials "
+                               "are kept, the others run again") from None
     except BaseException as error:
         client.set_terminated(parent_id, "FAILED" if isinstance(error, Exception) else "KILLED")
         raise
@@ -185,7 +205,11 @@ def run_sweep(run: Settings) -> dict:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 @exit_on_bad_input
 def main(cfg: DictConfig) -> None:
-    run_sweep(settings(cfg))
+    try:
+        run_sweep(settings(cfg))
+    except SweepInterrupted as interrupted:
+        print(interrupted, file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

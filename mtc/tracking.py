@@ -121,6 +121,16 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, method: str, 
     return pending, finished
 
 
+def close_unfinished(client, experiment_id: str, parent_id: str, status: str = "KILLED") -> int:
+    """End every child run of the parent still RUNNING (or SCHEDULED) with ``status``; returns
+    how many. An interrupted driver leaves the runs of unrun trials open otherwise."""
+    open_runs = [run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
+                 if run.info.status in ("RUNNING", "SCHEDULED")]
+    for run in open_runs:
+        client.set_terminated(run.info.run_id, status)
+    return len(open_runs)
+
+
 def log_params(client, run_id: str, params: dict) -> None:
     from mlflow.entities import Param
 

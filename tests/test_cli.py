@@ -70,3 +70,51 @@ def test_a_numerical_failure_keeps_its_traceback_and_exits_1(tmp_path):
                    env={**plugin_env(), "HYDRA_FULL_ERROR": "1"})
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "FloatingPointError: toy failure: the iteration diverged" in done.stderr
+
+
+def child_runs(db):
+    client = tracking.client_for(f"sqlite:///{db}")
+    experiment = client.get_experiment_by_name("mtc")
+    if experiment is None:
+        return client, [], []
+    runs = client.search_runs([experiment.experiment_id])
+    return client, [r for r in runs if tracking.PARENT_TAG in r.data.tags], [r for r in runs if tracking.PARENT_TAG not in r.data.tags]
+
+
+def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp_path):
+    import signal
+    import time
+
+    db, out = tmp_path / "mlflow.db", tmp_path / "out"
+    args = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "++method.grid.shift=[0.0,1.0,2.0]",
+            "++method.params.delay=1.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
+            "sweep.verbose=0", f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={out}",
+            "data.params.n_tasks=2", "data.params.samples_per_cluster=10"]
+    driver = subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in driver.stdout:  # the store and every run exist once the driver says so (no race on creation)
+        if "MLflow parent run" in line:
+            break
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:  # interrupt once some trials finished and others have not
+        time.sleep(1.0)
+        if any(r.info.status == "FINISHED" for r in child_runs(db)[1]):
+            break
+    os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole process group
+    _, stderr = driver.communicate(timeout=240)
+    assert driver.returncode == 130, stderr
+    assert "run the same command again to resume" in stderr.splitlines()[-1]
+    client, children, (parent,) = child_runs(db)
+    assert parent.info.status == "KILLED"
+    statuses = [r.info.status for r in children]
+    assert "RUNNING" not in statuses and 0 < statuses.count("FINISHED") < 12
+    assert not (out / "toy-synthetic" / "report.md").exists()
+    kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
+
+    done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
+    assert done.returncode == 0, done.stderr
+    _, children, parents = child_runs(db)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    finished = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
+    assert len(finished) == 12 and all(finished[key] == run_id for key, run_id in kept.items())
+    assert (out / "toy-synthetic" / "report.md").exists()

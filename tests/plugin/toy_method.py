@@ -4,6 +4,7 @@ every kind of fit-record entry, and fails on request (a numerical failure inside
 
 from __future__ import annotations
 
+import time
 from numbers import Real
 
 import numpy as np
@@ -25,6 +26,8 @@ class ToyClusterer(MultiTaskClusterer):
         Added to every learned quantity (a parameter to sweep).
     fail : bool, default=False
         Raise a FloatingPointError inside the fit.
+    delay : float, default=0.0
+        Seconds the fit sleeps (a slow trial, to interrupt a sweep).
     random_state : int, Generator or None, default=None
         Seed of k-means.
 
@@ -45,17 +48,20 @@ class ToyClusterer(MultiTaskClusterer):
     """
 
     _parameter_constraints = {**MultiTaskClusterer._parameter_constraints,
-                              "shift": [Interval(Real, 0, None, closed="left")], "fail": ["boolean"]}
+                              "shift": [Interval(Real, 0, None, closed="left")], "fail": ["boolean"],
+                              "delay": [Interval(Real, 0, None, closed="left")]}
 
-    def __init__(self, n_clusters=2, shift=0.0, fail=False, random_state=None):
+    def __init__(self, n_clusters=2, shift=0.0, fail=False, delay=0.0, random_state=None):
         self.n_clusters = n_clusters
         self.shift = shift
         self.fail = fail
+        self.delay = delay
         self.random_state = random_state
 
     def _fit(self, matrices, n_clusters, rng):
         if self.fail:
             raise FloatingPointError("toy failure: the iteration diverged")
+        time.sleep(self.delay)
         T = len(matrices)
         self.labels_ = [kmeans_labels(X, k, rng) for X, k in zip(matrices, n_clusters)]
         self.objective_trace_ = np.array([4.0, 3.0, 2.5, 2.25]) + self.shift

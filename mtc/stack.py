@@ -1,0 +1,255 @@
+"""The tracking stack for cluster mode: PostgreSQL and an MLflow tracking server, on loopback.
+
+    python -m mtc.stack start [--dir DIR] [--port 5000] [--db-port 5433] [--host 127.0.0.1] [--auth]
+    python -m mtc.stack status [--dir DIR]
+    python -m mtc.stack stop [--dir DIR]
+
+``start`` creates (once) a PostgreSQL cluster in ``DIR/pgdata`` with Debian's ``initdb``
+(as the ``postgres`` user when run as root, which PostgreSQL requires), starts it on
+127.0.0.1, creates the ``mlflow`` database, then starts ``mlflow server`` with that database
+as its backend store and its artifacts served through the server (``--serve-artifacts``,
+stored in ``DIR/artifacts``): runs record ``mlflow-artifacts:/`` URIs, never a path of the
+machine that ran them. ``--auth`` turns on MLflow's basic-auth app (users in the
+``mlflow_auth`` database; the admin's name and password come from ``MTC_MLFLOW_USERNAME``
+and ``MTC_MLFLOW_PASSWORD``); clients then set ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD``. Sweeps use it with ``mlflow.tracking_uri=<the printed URI>``.
+``DIR`` defaults to ``$MTC_STACK_DIR``, else ``~/.cache/mtc/stack`` (``/var/tmp/mtc-stack`` as
+root); ``DIR/stack.json``
+records what runs. ``stop`` stops exactly what ``start`` started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mtc.errors import InputError
+
+DB_USER = "mtc"
+DB_NAME = "mlflow"
+AUTH_DB_NAME = "mlflow_auth"
+STATE_FILE = "stack.json"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A started stack: where it lives, its ports, and the server's process group."""
+
+    dir: str
+    host: str
+    port: int
+    db_port: int
+    auth: bool
+    server_pid: int | None = None
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def database_uri(self, name: str = DB_NAME) -> str:
+        return f"postgresql+psycopg2://{DB_USER}@127.0.0.1:{self.db_port}/{name}"
+
+
+def stack_dir(configured: str | None) -> Path:
+    """``--dir``, else $MTC_STACK_DIR, else ~/.cache/mtc/stack (as root: /var/tmp/mtc-stack, a
+    folder the postgres user can reach; root's home is closed to it)."""
+    default = "/var/tmp/mtc-stack" if os.geteuid() == 0 else "~/.cache/mtc/stack"
+    return Path(configured or os.environ.get("MTC_STACK_DIR") or default).expanduser().resolve()
+
+
+def postgres_binary(name: str) -> str:
+    """A PostgreSQL server program (initdb, pg_ctl): on PATH or in Debian's versioned folder."""
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
+    if not found:
+        raise InputError(f"PostgreSQL's {name} was not found: install the server (Debian: apt-get install postgresql)")
+    return found
+
+
+def as_database_owner(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: run its programs as the postgres user then."""
+    if os.geteuid() != 0:
+        return command
+    return ["runuser", "-u", "postgres", "--", *command]
+
+
+def run(command: list[str], what: str) -> str:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {result.returncode}): {(result.stderr or result.stdout).strip()}")
+    return result.stdout
+
+
+def start_database(root: Path, port: int) -> None:
+    """Create the cluster once, start it on 127.0.0.1:port and create the databases."""
+    data = root / "pgdata"
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+        if subprocess.run(as_database_owner(["test", "-w", str(root)])).returncode != 0:
+            raise InputError(f"the postgres user cannot reach {root} (a parent folder is closed to it): "
+                             "choose a --dir under /var/tmp or /srv")
+    if not (data / "PG_VERSION").exists():
+        run(as_database_owner([postgres_binary("initdb"), "-D", str(data), "-U", DB_USER, "--auth=trust",
+                               "-E", "UTF8"]), "initdb")
+    options = f"-p {port} -c listen_addresses=127.0.0.1 -k {root}"
+    run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(data), "-l", str(root / "postgres.log"),
+                           "-o", options, "-w", "-t", "60", "start"]), "starting PostgreSQL")
+    import psycopg2
+
+    connection = psycopg2.connect(host="127.0.0.1", port=port, user=DB_USER, dbname="postgres")
+    connection.autocommit = True  # CREATE DATABASE cannot run in a transaction
+    try:
+        with connection.cursor() as cursor:
+            for name in (DB_NAME, AUTH_DB_NAME):
+                cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+                if cursor.fetchone() is None:
+                    cursor.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        connection.close()
+
+
+def stop_database(root: Path) -> None:
+    data = root / "pgdata"
+    if (data / "postmaster.pid").exists():
+        run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+            "stopping PostgreSQL")
+
+
+def auth_config(stack: Stack) -> Path:
+    """The basic-auth app's ini: users in PostgreSQL, admin from the environment, READ by default."""
+    username = os.environ.get("MTC_MLFLOW_USERNAME", "admin")
+    password = os.environ.get("MTC_MLFLOW_PASSWORD")
+    if not password:
+        raise InputError("--auth needs the admin password in MTC_MLFLOW_PASSWORD (and optionally MTC_MLFLOW_USERNAME)")
+    path = Path(stack.dir) / "auth.ini"
+    path.write_text("[mlflow]\ndefault_permission = READ\n"
+                    f"database_uri = {stack.database_uri(AUTH_DB_NAME)}\n"
+                    f"admin_username = {username}\nadmin_password = {password}\n"
+                    "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    path.chmod(0o600)
+    return path
+
+
+def server_is_up(uri: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start_server(stack: Stack, timeout: float = 120.0) -> int:
+    """``mlflow server`` in its own process group (it spawns workers); returns its pid."""
+    root = Path(stack.dir)
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_ENABLE_TELEMETRY": "false",
+           "DO_NOT_TRACK": "true"}
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", stack.database_uri(),
+               "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
+               "--host", stack.host, "--port", str(stack.port), "--workers", "1"]
+    if stack.auth:
+        env["MLFLOW_AUTH_CONFIG_PATH"] = str(auth_config(stack))
+        env.setdefault("MLFLOW_FLASK_SERVER_SECRET_KEY", os.urandom(16).hex())
+        command += ["--app-name", "basic-auth"]
+    log = open(root / "server.log", "ab")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = (root / "server.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"mlflow server exited with {process.returncode}; end of {root / 'server.log'}:\n{tail}")
+        if server_is_up(stack.tracking_uri):
+            return process.pid
+        time.sleep(0.5)
+    stop_process_group(process.pid)
+    raise RuntimeError(f"mlflow server did not answer on {stack.tracking_uri}/health within {timeout:.0f} s")
+
+
+def stop_process_group(pid: int, grace: float = 10.0) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.killpg(pid, signal.SIGKILL)
+
+
+def load_state(root: Path) -> Stack | None:
+    path = root / STATE_FILE
+    return Stack(**json.loads(path.read_text())) if path.exists() else None
+
+
+def start(root: Path, host: str = "127.0.0.1", port: int = 5000, db_port: int = 5433, auth: bool = False) -> Stack:
+    """Start the database and the server (nothing if this folder's stack already runs)."""
+    running = load_state(root)
+    if running and running.server_pid and server_is_up(running.tracking_uri):
+        return running
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "artifacts").mkdir(exist_ok=True)
+    stack = Stack(str(root), host, port, db_port, auth)
+    try:
+        start_database(root, db_port)
+        stack = Stack(**{**asdict(stack), "server_pid": start_server(stack)})
+    except BaseException:
+        stop_database(root)
+        raise
+    (root / STATE_FILE).write_text(json.dumps(asdict(stack), indent=1))
+    return stack
+
+
+def stop(root: Path) -> None:
+    """Stop the server's process group and the database this folder's ``start`` started."""
+    stack = load_state(root)
+    if stack and stack.server_pid:
+        stop_process_group(stack.server_pid)
+    stop_database(root)
+    (root / STATE_FILE).unlink(missing_ok=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mtc.stack", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument("--dir", help="the stack's folder (default $MTC_STACK_DIR, else ~/.cache/mtc/stack)")
+    parser.add_argument("--host", default="127.0.0.1", help="the server's address (loopback unless told otherwise)")
+    parser.add_argument("--port", type=int, default=5000, help="the tracking server's port")
+    parser.add_argument("--db-port", type=int, default=5433, help="PostgreSQL's port (on 127.0.0.1)")
+    parser.add_argument("--auth", action="store_true", help="MLflow basic auth (admin from MTC_MLFLOW_PASSWORD)")
+    args = parser.parse_args(argv)
+    root = stack_dir(args.dir)
+    try:
+        if args.command == "start":
+            stack = start(root, args.host, args.port, args.db_port, args.auth)
+            print(f"tracking server {stack.tracking_uri} (PostgreSQL on 127.0.0.1:{stack.db_port}, artifacts "
+                  f"served from {root / 'artifacts'}{', basic auth' if stack.auth else ''}); sweeps: "
+                  f"mlflow.tracking_uri={stack.tracking_uri}; stop: python -m mtc.stack stop --dir {root}")
+        elif args.command == "stop":
+            stop(root)
+            print(f"stopped the stack in {root}")
+        else:
+            stack = load_state(root)
+            up = bool(stack and server_is_up(stack.tracking_uri))
+            print(f"{stack.tracking_uri if stack else 'no stack'} in {root}: {'up' if up else 'down'}")
+            return 0 if up else 3
+    except (InputError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
