@@ -113,8 +113,9 @@ def run_unit(data, methods, problem, size, seed, metrics_):
     return rows
 
 
-def specs(problem: str, size: int | None, labels: dict) -> tuple:
-    cfg = compose_config([f"data={problem}", *([f"data.params.samples_per_task={size}"] if size else [])])
+def specs(problem: str, size: int | None, labels: dict, data_overrides: list[str]) -> tuple:
+    cfg = compose_config([f"data={problem}", *([f"data.params.samples_per_task={size}"] if size else []),
+                          *data_overrides])
     methods = {label: method_spec(compose_config([f"method={name}", *extra])) for label, (name, extra) in labels.items()}
     return data_spec(cfg.data), methods
 
@@ -193,6 +194,22 @@ def selection_table(rows, problems, labels):
     return "\n".join(lines)
 
 
+def curve_table(rows, problems, labels):
+    """The figure's numbers: mean accuracy over tasks per total sample size, best grid point."""
+    best = best_points(rows)
+    totals = sorted({int(r["total"]) for r in rows})
+    lines = ["| problem | method | " + " | ".join(map(str, totals)) + " |", "|---|---|" + "---|" * len(totals)]
+    for problem in problems:
+        for label in labels:
+            runs = [r for r in rows if r["problem"] == problem and r["method"] == label
+                    and r["point"] == best.get((problem, label)) and not r["error"]]
+            cells = [f"{mean_acc(group, 'mean'):.1f}" if group else "" for group in
+                     ([r for r in runs if int(r["total"]) == t] for t in totals)]
+            if runs:
+                lines.append(f"| {problem} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def curves(rows, problems, labels, path: Path):
     import matplotlib
 
@@ -231,6 +248,8 @@ def main(argv=None):
     parser.add_argument("--draws", type=int, help="seeds per problem and size (default: the protocol's)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--methods", nargs="+", help="table rows and/or documented knobs (default: the table's rows)")
+    parser.add_argument("--set", action="append", default=[], metavar="data.KEY=VALUE",
+                        help="a Hydra override of the data configs, e.g. data.params.text.min_df=2")
     parser.add_argument("--out", type=Path, help="default: outputs/<protocol>_protocol")
     parser.add_argument("--summarize", nargs="+", type=Path, metavar="CSV",
                         help="print the tables and draw the figure from earlier trials.csv files, run nothing")
@@ -251,7 +270,7 @@ def main(argv=None):
     units = []
     for problem in problems:
         for size in sizes_of(protocol, problem):
-            data, methods = specs(problem, size, labels)
+            data, methods = specs(problem, size, labels, args.set)
             units += [(data, methods, problem, size, seed, protocol.metrics) for seed in range(args.draws or protocol.draws)]
     trials = len(units) and sum(len(spec.grid_points()) for spec in units[0][1].values()) * len(units)
     print(f"{len(units)} draws x {len(labels)} methods ({trials} trials) on {args.jobs} processes")
@@ -275,6 +294,7 @@ def report(rows, problems, labels, metrics, out: Path):
     print(selection_table(rows, problems, labels))
     if any(len({r["total"] for r in rows if r["problem"] == problem}) > 1 for problem in problems):
         out.mkdir(parents=True, exist_ok=True)
+        print(curve_table(rows, problems, labels))
         curves(rows, problems, labels, out / "curves.png")
         print(f"figure: {out / 'curves.png'}")
 
