@@ -77,7 +77,15 @@ PROTOCOLS = {
                  "SPMTC-h": ("spmtc_h", []), "SPMTC-s": ("spmtc_s", [])},
         variants={"LSSMTC eigen": ("lssmtc", ["++method.params.w_update=eigen"]),
                   "SPMTC-h eigen": ("spmtc_h", ["++method.params.w_update=eigen"]),
-                  "SPMTC-s eigen": ("spmtc_s", ["++method.params.w_update=eigen"])},
+                  "SPMTC-s eigen": ("spmtc_s", ["++method.params.w_update=eigen"]),
+                  # the unsure points of [SP] Sec. 4.2 (mtc/methods/spmtc.py), one switch at a time
+                  "SPMTC-h power 1": ("spmtc_h", ["++method.params.weight_power=1"]),
+                  "SPMTC-h round": ("spmtc_h", ["++method.params.quantile_rounding=round"]),
+                  "SPMTC-h freeze": ("spmtc_h", ["++method.params.unselected_rows=freeze"]),
+                  "SPMTC-s power 1": ("spmtc_s", ["++method.params.weight_power=1"]),
+                  "SPMTC-s positive": ("spmtc_s", ["++method.params.chosen=positive"]),
+                  "SPMTC-s freeze": ("spmtc_s", ["++method.params.unselected_rows=freeze"]),
+                  "SPMTC-s gamma 1": ("spmtc_s", ["++method.params.gamma_ratio=1.0"])},
         metrics=("acc", "nmi_max")),
 }
 
@@ -250,6 +258,8 @@ def main(argv=None):
     parser.add_argument("--methods", nargs="+", help="table rows and/or documented knobs (default: the table's rows)")
     parser.add_argument("--set", action="append", default=[], metavar="data.KEY=VALUE",
                         help="a Hydra override of the data configs, e.g. data.params.text.min_df=2")
+    parser.add_argument("--method-set", action="append", default=[], metavar="method.KEY=VALUE",
+                        help="a Hydra override of every method config, e.g. method.grid.lambda_=[0.15] (one point)")
     parser.add_argument("--out", type=Path, help="default: outputs/<protocol>_protocol")
     parser.add_argument("--summarize", nargs="+", type=Path, metavar="CSV",
                         help="print the tables and draw the figure from earlier trials.csv files, run nothing")
@@ -259,7 +269,8 @@ def main(argv=None):
     unknown = sorted(set(args.methods or []) - set(known))
     if unknown:
         parser.error(f"unknown method(s) {unknown} for {args.protocol}; known: {list(known)}")
-    labels = {label: known[label] for label in (args.methods or protocol.methods)}
+    labels = {label: (known[label][0], [*known[label][1], *args.method_set])
+              for label in (args.methods or protocol.methods)}
     out = args.out or Path(f"outputs/{args.protocol}_protocol")
     if args.summarize:
         rows = [row for path in args.summarize for row in csv.DictReader(open(path))]
