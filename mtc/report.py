@@ -81,6 +81,17 @@ def task_table(summary: PointSummary, task_names: list[str], metrics=METRIC_NAME
     return "\n".join(lines)
 
 
+def data_note(draw: str, datasets: dict) -> str:
+    """The report's line on the data: samples per task (a range over draws) and how drawn."""
+    sizes = np.array([[task.n_samples for task in d.tasks] for d in datasets.values()])
+    names = datasets[min(datasets)].task_names
+    counts = ", ".join(f"{name} {lo}" if lo == hi else f"{name} {lo}-{hi}"
+                       for name, lo, hi in zip(names, sizes.min(axis=0), sizes.max(axis=0)))
+    if draw == "per_seed":
+        return f"samples per task: {counts}; a fresh random draw per seed ({len(datasets)} draws), means over draws"
+    return f"samples per task: {counts}; one dataset for every seed"
+
+
 def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str], data_note: str = "") -> str:
     parts = [f"# {title}", ""] + ([data_note, ""] if data_note else [])
     for selection, label in SELECTIONS.items():

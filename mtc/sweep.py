@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from mtc import tracking
 from mtc.cli import CONF_DIR, exit_on_bad_input, launch
 from mtc.config import RESERVED_PARAMS, Settings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
-from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize
+from mtc.report import TrialRecord, best_point, data_note, grid_csv, report_markdown, summarize
 
 TRACKING_CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # basic auth (mtc.stack --auth)
 
@@ -88,9 +88,9 @@ def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_conf
     return outcome
 
 
-def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Trial]) -> tuple[float, int]:
-    """Run the trials; returns the wall seconds of the Tuner (Ray start-up excluded) and the
-    number of Ray Tune trials (seed batches)."""
+def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Trial]) -> tuple[float, int, int]:
+    """Run the trials; returns the wall seconds of the Tuner (Ray start-up excluded), the
+    number of Ray Tune trials (seed batches) and how many of them ended in an error."""
     import ray
     from ray import tune
 
@@ -125,21 +125,10 @@ def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Tri
         # the Tuner quietly and let a partial sweep be reported as finished.
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
         start = time.perf_counter()
-        tuner.fit()
-        return time.perf_counter() - start, len(batches)
+        results = tuner.fit()
+        return time.perf_counter() - start, len(batches), len(results.errors)
     finally:
         ray.shutdown()
-
-
-def data_note(draw: str, datasets: dict) -> str:
-    """The report's line on the data: samples per task (a range over draws) and how drawn."""
-    sizes = np.array([[task.n_samples for task in d.tasks] for d in datasets.values()])
-    names = datasets[min(datasets)].task_names
-    counts = ", ".join(f"{name} {lo}" if lo == hi else f"{name} {lo}-{hi}"
-                       for name, lo, hi in zip(names, sizes.min(axis=0), sizes.max(axis=0)))
-    if draw == "per_seed":
-        return f"samples per task: {counts}; a fresh random draw per seed ({len(datasets)} draws), means over draws"
-    return f"samples per task: {counts}; one dataset for every seed"
 
 
 def trial_records(client, experiment_id: str, parent_id: str) -> list[TrialRecord]:
@@ -166,10 +155,10 @@ def run_sweep(run: Settings) -> dict:
     parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, sweep.name, run.resolved, tags, sweep.resume)
     pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, spec.name, trials, tags)
     print(f"sweep {sweep.name}: {len(trials)} trials ({len(finished)} already finished), MLflow parent run {parent_id}")
-    tuner_seconds, tune_trials = 0.0, 0
+    tuner_seconds, tune_trials, tune_errors = 0.0, 0, 0
     try:
         if pending:
-            tuner_seconds, tune_trials = run_trials_on_ray(run, datasets, prototype, pending)
+            tuner_seconds, tune_trials, tune_errors = run_trials_on_ray(run, datasets, prototype, pending)
         records = trial_records(client, experiment_id, parent_id)
         summaries = summarize(records)
         markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
@@ -199,7 +188,8 @@ def run_sweep(run: Settings) -> dict:
     print(f"report: {output_dir / 'report.md'}\nMLflow: mlflow ui --backend-store-uri {run.tracking.uri}")
     return {"parent_run_id": parent_id, "output_dir": str(output_dir), "summaries": summaries, "best": best,
             "tracking_uri": run.tracking.uri, "experiment_id": experiment_id,
-            "trials_run": len(pending), "tune_trials": tune_trials, "tuner_seconds": tuner_seconds}
+            "trials_run": len(pending), "tune_trials": tune_trials, "tune_errors": tune_errors,
+            "tuner_seconds": tuner_seconds}
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

@@ -128,6 +128,7 @@ def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):
 def test_seeds_of_a_grid_point_can_share_one_tune_trial(tmp_path, plugin_path):
     result = run_sweep(settings(sweep_config(tmp_path, "sweep.seeds_per_trial=2")))
     assert result["trials_run"] == 4 and result["tune_trials"] == 2  # one Tune trial per grid point
+    assert result["tune_errors"] == 1  # only the failing grid point's Tune trial errs (no error in the trainable)
     client = tracking.client_for(result["tracking_uri"])
     runs = {r.data.tags[tracking.TRIAL_KEY_TAG]: r for r in children(client, result)}
     assert len(runs) == 4  # still one MLflow child run per (grid point, seed)
