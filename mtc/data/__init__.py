@@ -8,6 +8,7 @@ files' checksums and the config, so a second load only reads one .npz file.
 from __future__ import annotations
 
 import inspect
+import typing
 
 from mtc.errors import InputError
 from mtc.data import cache
@@ -19,10 +20,23 @@ from mtc.tasks import MultiTaskDataset
 BUILDER_NAMES = sorted([*BUILDERS, "synthetic"])
 
 
+def builder_function(builder: str):
+    return make_synthetic if builder == "synthetic" else BUILDERS[builder].build
+
+
+def builder_parameters(builder: str) -> dict[str, inspect.Parameter]:
+    """The parameters a data config's ``params`` may set for this builder (by name)."""
+    return {name: p for name, p in inspect.signature(builder_function(builder)).parameters.items() if name != "paths"}
+
+
+def builder_type_hints(builder: str) -> dict:
+    """The builder's parameter annotations (none for an unannotated builder)."""
+    return typing.get_type_hints(builder_function(builder))
+
+
 def builder_takes_seed(builder: str) -> bool:
     """Whether the builder samples with a ``seed`` parameter (so it can draw per seed)."""
-    function = make_synthetic if builder == "synthetic" else BUILDERS[builder].build
-    return "seed" in inspect.signature(function).parameters
+    return "seed" in builder_parameters(builder)
 
 
 def load_dataset(name: str, builder: str | None = None, params: dict | None = None, root: str | None = None,
@@ -43,9 +57,8 @@ def load_dataset(name: str, builder: str | None = None, params: dict | None = No
             paths[key], checksums[key] = raw_file(key, base, allow_download=False)
     key = cache.cache_key(name, builder, params, checksums)
     cached = cache.cache_dir(cache_dir) / f"{name}-{key}.npz"
-    if cached.exists():
-        dataset = cache.load(cached)
-    else:
+    dataset = cache.load_or_none(cached)
+    if dataset is None:
         dataset = build(builder, name, paths, params)
         dataset = MultiTaskDataset(name, dataset.tasks, {**dataset.meta, "cache_key": key})
         cache.save(dataset, cached)

@@ -1,11 +1,28 @@
-"""On-disk cache of processed datasets, keyed by the raw files' checksums and the data config."""
+"""On-disk cache of processed datasets, keyed by the raw files' checksums and the data config.
+
+A cache file is an uncompressed ``.npz`` whose zip comment, its last 64 bytes, is the sha256
+(hex) of every byte before it, so any damaged byte is detected, even one the zip format itself
+would not notice (a flipped digit in an array's shape, a date in the zip directory). A file that
+fails the check or does not parse is reported in one line on stderr, removed and rebuilt.
+Caches written before the checksum (``CACHE_VERSION`` 1) are not read: their keys differ, so
+the datasets are rebuilt once and the old files are left alone.
+
+Writes are atomic (a temporary file in the same folder, then ``os.replace``): a reader sees
+no file or a whole one, an interrupted writer leaves its old file, and of two concurrent
+writers the last one wins with a whole file.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import struct
+import sys
 import tempfile
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +31,17 @@ import scipy.sparse as sp
 from mtc.data.sources import configured_dir
 from mtc.tasks import MultiTaskDataset, Task
 
-CACHE_VERSION = 1  # bump when a builder's output changes for the same config
+CACHE_VERSION = 2  # bump when the file format or a builder's output changes for the same config
+STAMP = 64  # bytes of the sha256 hex digest that ends every cache file (its zip comment)
+
+
+class CorruptCacheError(ValueError):
+    """A cache file whose bytes do not match the checksum stamped at its end."""
+
+
+# what reading a damaged .npz can raise; np.load reads lazily, so only while reading every array
+DAMAGE = (CorruptCacheError, zipfile.BadZipFile, zlib.error, struct.error, EOFError, KeyError, OSError,
+          ValueError, NotImplementedError)
 
 
 def cache_dir(configured: str | None = None) -> Path:
@@ -27,6 +54,7 @@ def cache_key(name: str, builder: str, params: dict, checksums: dict[str, str]) 
 
 
 def save(dataset: MultiTaskDataset, path: Path) -> None:
+    """Write ``dataset`` to ``path`` atomically, stamped with the file's sha256."""
     arrays = {"meta": np.array(json.dumps({"name": dataset.name, "meta": dataset.meta,
                                            "tasks": [[t.name, list(t.class_names)] for t in dataset.tasks]}))}
     for i, task in enumerate(dataset.tasks):
@@ -37,14 +65,53 @@ def save(dataset: MultiTaskDataset, path: Path) -> None:
                            f"shape{i}": np.array(X.shape)})
         else:
             arrays[f"dense{i}"] = task.X
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    with zipfile.ZipFile(buffer, "a") as archive:
+        archive.comment = b"0" * STAMP  # placeholder, so the bytes before it are final
+    body = buffer.getbuffer()[:-STAMP]
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz.part", delete=False) as tmp:
-        np.savez(tmp, **arrays)
-    os.replace(tmp.name, path)
+    tmp = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False)
+    try:
+        with tmp:
+            tmp.write(body)
+            tmp.write(hashlib.sha256(body).hexdigest().encode())
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp.name, path)
+    except BaseException:
+        Path(tmp.name).unlink(missing_ok=True)
+        raise
 
 
 def load(path: Path) -> MultiTaskDataset:
-    with np.load(path, allow_pickle=False) as archive:
+    """The dataset cached at ``path``; a damaged file raises one of ``DAMAGE``."""
+    return _parse(path.read_bytes())
+
+
+def load_or_none(path: Path) -> MultiTaskDataset | None:
+    """The dataset cached at ``path``, or None when there is none or it is corrupt; a corrupt
+    file is reported in one line on stderr and removed, for the caller to rebuild."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return _parse(data)
+    except DAMAGE as error:
+        reason = (str(error).splitlines() or ["no message"])[0][:120]
+        print(f"mtc: processed cache {path} is corrupt ({type(error).__name__}: {reason}); rebuilding it",
+              file=sys.stderr)
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _parse(data: bytes) -> MultiTaskDataset:
+    """The dataset in the bytes of a cache file, checked against its stamp and read eagerly."""
+    body, stamp = memoryview(data)[:-STAMP], data[-STAMP:]
+    if len(data) <= STAMP or hashlib.sha256(body).hexdigest().encode() != stamp:
+        raise CorruptCacheError(f"the sha256 of its {len(data)} bytes does not match the stamp at its end")
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
         info = json.loads(str(archive["meta"]))
         tasks = []
         for i, (task_name, classes) in enumerate(info["tasks"]):

@@ -9,12 +9,15 @@ sample size, the vocabulary built per draw).
 
 from __future__ import annotations
 
+import inspect
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from mtc.data import BUILDER_NAMES, builder_takes_seed, load_dataset
+from mtc.data import BUILDER_NAMES, builder_parameters, builder_takes_seed, builder_type_hints, load_dataset
 from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset
 
@@ -59,6 +62,56 @@ class DataSpec:
         return {int(seed): self.load(seed) for seed in seeds}
 
 
+def check_params(name: str, builder: str, params: dict) -> None:
+    """Every key of ``data.params`` is one the builder takes, and none it needs is missing."""
+    allowed = builder_parameters(builder)
+    unknown = sorted(set(params) - set(allowed))
+    missing = sorted(key for key, p in allowed.items() if p.default is p.empty and key not in params)
+    if unknown or missing:
+        what = "; ".join(part for part in (f"unknown data.params {', '.join(map(repr, unknown))}" if unknown else "",
+                                           f"missing data.params {', '.join(map(repr, missing))}" if missing else "")
+                         if part)
+        raise InputError(f"dataset {name!r} (builder {builder!r}): {what}; it takes: {', '.join(sorted(allowed))}")
+    hints = builder_type_hints(builder)
+    for key, value in params.items():
+        expected = hints.get(key) or default_type(allowed[key].default)
+        if expected is not None and not value_has_type(value, expected):
+            raise InputError(f"dataset {name!r}: data.params.{key} must be {type_name(expected)}, got {value!r}")
+
+
+def default_type(default):
+    """The type a parameter without an annotation takes: its default's (float also takes ints)."""
+    if default is inspect.Parameter.empty or default is None:
+        return None
+    return list if isinstance(default, tuple) else type(default)
+
+
+def value_has_type(value, expected) -> bool:
+    """A config value against an annotation (``int``, ``float``, ``list[str]``, ``int | None``, ...);
+    only the outer type is checked."""
+    if typing.get_origin(expected) in (typing.Union, types.UnionType):
+        return any(value_has_type(value, option) for option in typing.get_args(expected))
+    expected = typing.get_origin(expected) or expected
+    if expected is type(None):
+        return value is None
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected in (list, tuple):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, expected) if isinstance(expected, type) else True
+
+
+def type_name(expected) -> str:
+    if typing.get_origin(expected) in (typing.Union, types.UnionType):
+        return " or ".join(type_name(option) for option in typing.get_args(expected))
+    expected = typing.get_origin(expected) or expected
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", list: "a list",
+             tuple: "a list", dict: "a mapping", type(None): "null"}
+    return names.get(expected, getattr(expected, "__name__", str(expected)))
+
+
 def data_spec(node) -> DataSpec:
     """The DataSpec of a data config node (``cfg.data``)."""
     resolved = OmegaConf.to_container(node, resolve=True)
@@ -72,6 +125,7 @@ def data_spec(node) -> DataSpec:
     if draw == "per_seed" and not builder_takes_seed(builder):
         raise InputError(f"dataset {resolved['name']!r}: draw=per_seed needs a builder that samples with a seed; "
                          f"{builder!r} takes none")
+    check_params(resolved["name"], builder, resolved.get("params") or {})
     absolute = {key: str(Path(resolved[key]).expanduser().resolve()) if resolved.get(key) else None
                 for key in ("root", "cache_dir")}
     return DataSpec(resolved["name"], builder, resolved.get("params") or {}, **absolute,
