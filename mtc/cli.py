@@ -76,10 +76,26 @@ def exit_on_bad_input(task):
     return wrapper
 
 
+def output_dir(argv: list[str]) -> Path:
+    """The ``output_dir`` the command will use (Hydra writes its record of the command there)."""
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.load(CONF_DIR / "config.yaml").output_dir
+    for arg in argv:
+        key, sep, given = arg.lstrip("+").partition("=")
+        if sep and key == "output_dir":
+            value = given
+    return Path(value).expanduser().resolve()
+
+
 def launch(hydra_main) -> None:
-    """Check the config-group choices on the command line, then hand over to Hydra."""
+    """Check the config-group choices and that the output folder takes files (Hydra writes
+    there before any of our code runs), then hand over to Hydra."""
+    from mtc.preflight import check_writable
+
     try:
         check_group_overrides(sys.argv[1:])
+        check_writable(output_dir(sys.argv[1:]))
     except InputError as error:
         fail(error)
     hydra_main()

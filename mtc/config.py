@@ -207,6 +207,7 @@ class SweepSettings:
     max_concurrent_trials: int | None
     seeds_per_trial: int | str
     resume: bool
+    max_failures: int
     verbose: int
     output_dir: Path
 
@@ -232,6 +233,12 @@ def positive_int(value, what: str, allow_none: bool = False) -> int | None:
     return value
 
 
+def non_negative_int(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
 def tracking_settings(cfg: DictConfig, base: str) -> TrackingSettings:
     """A tracking server keeps its own artifact root (``mlflow server --serve-artifacts``: runs
     record mlflow-artifacts:/ URIs), so ``mlflow.artifact_root`` applies to local stores only."""
@@ -253,7 +260,9 @@ def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepS
         name=cfg.sweep.name or f"{method}-{data}", repeats=repeats,
         cpus_per_trial=positive_int(cfg.sweep.cpus_per_trial, "sweep.cpus_per_trial"),
         max_concurrent_trials=positive_int(cfg.sweep.max_concurrent_trials, "sweep.max_concurrent_trials", True),
-        seeds_per_trial=setting, resume=bool(cfg.sweep.resume), verbose=int(cfg.sweep.verbose),
+        seeds_per_trial=setting, resume=bool(cfg.sweep.resume), max_failures=non_negative_int(cfg.sweep.max_failures,
+                                                                                              "sweep.max_failures"),
+        verbose=non_negative_int(cfg.sweep.verbose, "sweep.verbose"),
         output_dir=(Path(base) / cfg.output_dir).resolve())
 
 
@@ -267,8 +276,6 @@ def settings(cfg: DictConfig) -> Settings:
     base = os.getcwd()
     method = method_spec(cfg)
     data = data_spec(cfg.data)
-    seed = cfg.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    seed = non_negative_int(cfg.get("seed", 0), "seed")
     return Settings(method, data, sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg),
                     tracking_settings(cfg, base), seed, OmegaConf.to_container(cfg, resolve=True))

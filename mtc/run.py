@@ -13,16 +13,17 @@ from mtc.config import Settings, Trial, settings
 
 
 def run_once(run: Settings) -> dict[str, float]:
-    from mtc import tracking
+    from mtc import preflight, tracking
     from mtc.sweep import trial_params
     from mtc.trial import run_trial
 
+    preflight.process_env()
+    preflight.check_tracking(run.tracking.uri)  # before the fit, not after it
     dataset = run.data.load(run.seed)  # the seed's draw if the data config draws per seed
     prototype = run.method.prototype(n_clusters=dataset.n_clusters)
     trial = Trial({}, run.seed)
     outcome = run_trial(dataset, prototype, trial, cache=None)
-    client = tracking.client_for(run.tracking.uri)
-    experiment_id = tracking.ensure_experiment(client, run.tracking.experiment, run.tracking.artifact_root)
+    client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment, run.tracking.artifact_root)
     mlflow_run = client.create_run(experiment_id, run_name=f"{run.method.name} on {run.data.name} seed={run.seed}",
                                    tags=tracking.dataset_tags(dataset))
     tracking.log_trial(client, mlflow_run.info.run_id, outcome,

@@ -221,9 +221,21 @@ def stop(root: Path) -> None:
     (root / STATE_FILE).unlink(missing_ok=True)
 
 
+def restart_server(root: Path) -> Stack:
+    """Stop and start this folder's tracking server (the database keeps running)."""
+    stack = load_state(root)
+    if stack is None:
+        raise InputError(f"no stack in {root}; start one with python -m mtc.stack start")
+    if stack.server_pid:
+        stop_process_group(stack.server_pid)
+    stack = Stack(**{**asdict(stack), "server_pid": start_server(stack)})
+    (root / STATE_FILE).write_text(json.dumps(asdict(stack), indent=1))
+    return stack
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtc.stack", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument("command", choices=["start", "stop", "restart", "status"])
     parser.add_argument("--dir", help="the stack's folder (default $MTC_STACK_DIR, else ~/.cache/mtc/stack)")
     parser.add_argument("--host", default="127.0.0.1", help="the server's address (loopback unless told otherwise)")
     parser.add_argument("--port", type=int, default=5000, help="the tracking server's port")
@@ -237,6 +249,9 @@ def main(argv=None) -> int:
             print(f"tracking server {stack.tracking_uri} (PostgreSQL on 127.0.0.1:{stack.db_port}, artifacts "
                   f"served from {root / 'artifacts'}{', basic auth' if stack.auth else ''}); sweeps: "
                   f"mlflow.tracking_uri={stack.tracking_uri}; stop: python -m mtc.stack stop --dir {root}")
+        elif args.command == "restart":
+            stack = restart_server(root)
+            print(f"restarted the tracking server {stack.tracking_uri} (pid {stack.server_pid})")
         elif args.command == "stop":
             stop(root)
             print(f"stopped the stack in {root}")

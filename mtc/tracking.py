@@ -31,15 +31,37 @@ def client_for(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def open_store(uri: str, experiment: str, artifact_root: str | None):
+    """A client of the store at ``uri`` and the experiment's id. The first touch of a new
+    SQLite store runs MLflow's schema migrations, which race between processes
+    (``alembic ... Online migration expected to match one row``): it is serialised by a
+    file lock beside the store."""
+    from filelock import FileLock
+
+    client = client_for(uri)
+    if not uri.startswith("sqlite:///"):
+        return client, ensure_experiment(client, experiment, artifact_root)
+    with FileLock(uri[len("sqlite:///"):] + ".create.lock", timeout=120):
+        return client, ensure_experiment(client, experiment, artifact_root)
+
+
 def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
-    """The experiment's id, creating it (with an absolute local artifact root) if needed."""
+    """The experiment's id, creating it (with an absolute local artifact root) if needed; two
+    drivers creating it at once both get the one that was created."""
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
+    from mlflow.exceptions import MlflowException
+
     location = None
     if artifact_root:
         location = Path(artifact_root).resolve().as_uri() if "://" not in artifact_root else artifact_root
-    return client.create_experiment(name, artifact_location=location)
+    try:
+        return client.create_experiment(name, artifact_location=location)
+    except MlflowException as error:  # another driver created it since we looked
+        if error.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return client.get_experiment_by_name(name).experiment_id
 
 
 def dataset_tags(dataset) -> dict[str, str]:
@@ -102,8 +124,8 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, method: str, 
     """Return ([trials still to run, each with its run id], [finished child runs]).
 
     Finished children are kept; unfinished ones (a crash or an interrupt left them
-    RUNNING/FAILED) are deleted and created again so that every trial has exactly one run.
-    """
+    RUNNING/FAILED/KILLED) are deleted and created again so that every trial has exactly one
+    run. New runs wait as SCHEDULED until their trial starts (start_trial_run)."""
     children = {run.data.tags.get(TRIAL_KEY_TAG): run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})}
     finished = [run for run in children.values() if run.info.status == "FINISHED"]
     done = {run.data.tags.get(TRIAL_KEY_TAG) for run in finished}
@@ -117,16 +139,37 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, method: str, 
             experiment_id, run_name=f"{method}[{trial.label}] seed={trial.seed}",
             tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags},
         )
+        client.update_run(run.info.run_id, status="SCHEDULED")
         pending.append(trial.with_run(run.info.run_id))
     return pending, finished
 
 
-def close_unfinished(client, experiment_id: str, parent_id: str, status: str = "KILLED") -> int:
-    """End every child run of the parent still RUNNING (or SCHEDULED) with ``status``; returns
-    how many. An interrupted driver leaves the runs of unrun trials open otherwise."""
+def start_trial_run(client, run_id: str) -> tuple[str | None, dict | None]:
+    """Mark a trial's run RUNNING as its fit starts: ``(run id, None)``. A retried Ray Tune
+    trial (its worker died) finds its seeds' runs as the dead attempt left them: a FINISHED
+    one is kept, ``(None, its metrics)``; one that is not SCHEDULED (it was started, maybe
+    logged to) is replaced by a fresh run with the same name and tags, deleted, so that the
+    trial still has exactly one run and no metric is logged twice."""
+    run = client.get_run(run_id)
+    if run.info.status == "FINISHED":
+        return None, run.data.metrics
+    if run.info.status != "SCHEDULED":
+        tags = {key: value for key, value in run.data.tags.items() if not key.startswith("mlflow.") or key == PARENT_TAG}
+        fresh = client.create_run(run.info.experiment_id, run_name=run.info.run_name, tags=tags)
+        client.delete_run(run_id)
+        return fresh.info.run_id, None
+    client.update_run(run_id, status="RUNNING")
+    return run_id, None
+
+
+def close_unfinished(client, experiment_id: str, parent_id: str, status: str, reason: str) -> int:
+    """End every child run of the parent still RUNNING or SCHEDULED with ``status`` and
+    ``reason`` (tag mtc.error); returns how many. An interrupted driver, or a trial whose
+    worker died more often than Ray Tune retries, leaves them open otherwise."""
     open_runs = [run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
                  if run.info.status in ("RUNNING", "SCHEDULED")]
     for run in open_runs:
+        client.set_tag(run.info.run_id, "mtc.error", reason)
         client.set_terminated(run.info.run_id, status)
     return len(open_runs)
 
@@ -214,8 +257,23 @@ def log_convergence_figure(client, parent_id: str, runs: dict[str, str], path: P
 
 
 def fail_run(client, run_id: str, error: BaseException) -> None:
-    """Record a trial's error on its run and mark it FAILED."""
-    text = "".join(traceback.format_exception(error))
+    """Record a trial's error on its run (tag mtc.error, and the traceback as error.txt) and
+    mark it FAILED. FAILED is set before the traceback is written, so an artifact store that
+    cannot be written (the error itself, maybe) still leaves the run FAILED with its error."""
     client.set_tag(run_id, "mtc.error", f"{type(error).__name__}: {error}"[:5000])
-    client.log_text(run_id, text, "error.txt")
     client.set_terminated(run_id, "FAILED")
+    try:
+        client.log_text(run_id, "".join(traceback.format_exception(error)), "error.txt")
+    except Exception as artifact_error:
+        client.set_tag(run_id, "mtc.error_txt", f"not written: {type(artifact_error).__name__}: {artifact_error}"[:5000])
+
+
+def links(tracking_uri: str, experiment_id: str, parent_id: str) -> str:
+    """Where a person looks at a sweep: the runs table and the parent run, in the tracking
+    server or in ``mlflow ui`` on a local store."""
+    if tracking_uri.startswith(("http://", "https://")):
+        base, how = tracking_uri.rstrip("/"), ""
+    else:
+        base, how = "http://127.0.0.1:5000", f" after: mlflow ui --backend-store-uri {tracking_uri}"
+    return (f"MLflow runs: {base}/#/experiments/{experiment_id}/runs{how}\n"
+            f"MLflow parent run: {base}/#/experiments/{experiment_id}/runs/{parent_id}")

@@ -1,4 +1,12 @@
+import os
+import secrets
+
 import pytest
+
+# One Ray auth token for the whole session (Ray 2.60 reads RAY_AUTH_TOKEN before ~/.ray/auth_token
+# and caches what it read in the process): local clusters, the two-node cluster of
+# test_multinode (RAY_AUTH_MODE=token) and every driver then agree, in any test order.
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 from mtc.cli import compose_config as compose
 

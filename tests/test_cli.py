@@ -5,8 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from mtc import tracking
 
 PLUGIN = Path(__file__).parent / "plugin"
@@ -28,28 +26,6 @@ def test_run_logs_one_mlflow_run(tmp_path):
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.data.params["seed"] == "3" and run.data.metrics["acc/mean"] == 1.0
     assert experiment.artifact_location == (tmp_path / "mlartifacts").as_uri()
-
-
-@pytest.mark.parametrize("module, args, message", [
-    ("mtc.sweep", ["method=nope"], "error: unknown method 'nope'; available: a_asi, a_kmeans, a_ncut"),
-    ("mtc.sweep", ["data=nope"], "error: unknown data 'nope'; available: "),
-    ("mtc.sweep", ["method=kmeans", "+method.grid.alpha=[1,2]"], "error: method 'kmeans': unknown grid key 'alpha'"),
-    ("mtc.run", ["data.params.n_shared=9"], "error: n_shared must be in [0, n_clusters=4], got 9"),
-    # out-of-range grid values: one line naming method, point, key, value and what is allowed
-    ("mtc.sweep", ["method=mtcmrl", "method.grid.lambda_=[-1.0]"],
-     "error: method 'mtcmrl', grid point alpha=0.25,lambda_=-1.0: The 'lambda_' parameter of MTCMRL must be a float "
-     "in the range (0.0, inf). Got -1.0 instead."),
-    ("mtc.sweep", ["method=mtcfir", "method.grid.corruption=[1.0]"],
-     "error: method 'mtcfir', grid point corruption=1.0,neighbour_ratio=0.1: The 'corruption' parameter of MTCFIR"),
-    ("mtc.sweep", ["method=kkm", "++method.grid.max_iter=[abc]"], "error: method 'kkm', grid point"),
-    ("mtc.sweep", ["sweep.repeats=0"], "error: sweep.repeats must be a positive integer, got 0"),
-])
-def test_bad_cli_input_fails_fast_with_one_line(tmp_path, module, args, message):
-    done = run_cli(module, *args, f"output_dir={tmp_path}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'db'}", cwd=tmp_path)
-    assert done.returncode == 2
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert lines == [lines[0]] and lines[0].startswith(message), done.stderr
-    assert not (tmp_path / "db").exists()  # nothing was created: no MLflow store, no run left RUNNING
 
 
 def plugin_env():
@@ -118,3 +94,93 @@ def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp
     finished = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
     assert len(finished) == 12 and all(finished[key] == run_id for key, run_id in kept.items())
     assert (out / "toy-synthetic" / "report.md").exists()
+
+
+def toy_sweep(tmp_path, db, *extra):
+    return [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "++method.grid.shift=[0.0,1.0,2.0]",
+            "++method.params.delay=1.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
+            f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={tmp_path / 'out'}",
+            "data.params.n_tasks=2", "data.params.samples_per_cluster=10", *extra]
+
+
+def start_driver(tmp_path, args):
+    return subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for_finished_runs(db, seconds: float = 240) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        if any(r.info.status == "FINISHED" for r in child_runs(db)[1]):
+            return
+    raise TimeoutError("no trial finished")
+
+
+def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_path):
+    import signal
+
+    db = tmp_path / "mlflow.db"
+    args = toy_sweep(tmp_path, db)
+    driver = start_driver(tmp_path, args)
+    try:
+        for line in driver.stdout:
+            if "MLflow parent run" in line:
+                break
+        wait_for_finished_runs(db)
+        driver.send_signal(signal.SIGKILL)  # the driver alone, as the OOM killer or a lost login would
+        driver.wait(timeout=60)
+        _, children, (parent,) = child_runs(db)
+        assert parent.info.status == "RUNNING"  # nobody could close it
+        kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
+        assert 0 < len(kept) < 12
+
+        done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
+        assert done.returncode == 0, done.stderr
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # what the dead driver left (its local Ray)
+    _, children, parents = child_runs(db)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
+    assert len(keys) == 12 == len(set(keys)) and {r.info.status for r in children} == {"FINISHED"}
+    finished = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children}
+    assert all(finished[key] == run_id for key, run_id in kept.items())  # finished runs keep their ids
+
+
+def test_concurrent_drivers_on_one_sqlite_store_are_refused_in_one_line(tmp_path):
+    db = tmp_path / "mlflow.db"  # a new store: its creation races unless serialised
+    drivers = {name: start_driver(tmp_path, toy_sweep(tmp_path, db, f"sweep.name={name}", "sweep.repeats=2"))
+               for name in ("one", "two")}
+    outputs = {name: driver.communicate(timeout=300) for name, driver in drivers.items()}
+    codes = sorted(driver.returncode for driver in drivers.values())
+    assert codes == [0, 2], outputs
+    loser = next(name for name, driver in drivers.items() if driver.returncode == 2)
+    lines = [line for line in outputs[loser][1].splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: another sweep (driver pid "), lines
+    assert "SQLite takes one sweep at a time" in lines[0] and "python -m mtc.stack start" in lines[0]
+    _, children, parents = child_runs(db)
+    assert len(parents) == 1 and len(children) == 6 and {r.info.status for r in children} == {"FINISHED"}
+    winner = outputs[next(name for name in drivers if name != loser)]
+    assert "toy-synthetic" not in winner[1] and "trial/s" in winner[1]  # tqdm's line (sweep.name is one/two)
+    assert "╭" not in winner[0] + winner[1] and "Trial status" not in winner[0] + winner[1]  # no Ray Tune tables
+    configs = list((tmp_path / "out" / "hydra").glob("*/.hydra/config.yaml"))
+    assert len(configs) == 2  # each command its own Hydra output folder
+
+
+def test_the_same_sweep_started_twice_is_refused_while_the_first_runs(tmp_path):
+    db = tmp_path / "mlflow.db"
+    args = toy_sweep(tmp_path, db, "sweep.repeats=2")
+    first = start_driver(tmp_path, args)
+    for line in first.stdout:
+        if "MLflow parent run" in line:
+            break
+    second = run_cli("mtc.sweep", *args, f"mlflow.tracking_uri=sqlite:///{tmp_path / 'other.db'}", cwd=tmp_path,
+                     env=plugin_env())
+    assert second.returncode == 2
+    assert second.stderr.strip().startswith(f"error: sweep 'toy-synthetic' is already running (driver pid {first.pid}")
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr
+    _, children, parents = child_runs(db)
+    assert len(parents) == 1 and len(children) == 6 and {r.info.status for r in children} == {"FINISHED"}

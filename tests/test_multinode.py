@@ -1,8 +1,6 @@
 """Multi-node readiness: a Ray head and a second Ray node on 127.0.0.1, one sweep across both."""
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,78 +11,39 @@ import pytest
 from mtc import tracking
 from mtc.cli import compose_config
 from mtc.config import settings
+from mtc.loopback import free_port, loopback_cluster
 from mtc.sweep import run_sweep
 
 pytestmark = pytest.mark.slow
-RAY = str(Path(sys.executable).with_name("ray"))
+PLUGIN = Path(__file__).parent / "plugin"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
-
-
-def wait_for_nodes(address: str, count: int, seconds: float = 120.0) -> None:
-    """Block until the cluster has `count` live nodes (a loaded machine can take a while)."""
-    import ray
-
-    ray.init(address=address, logging_level="ERROR")
+@pytest.fixture(scope="module")
+def two_node_cluster():
+    """A Ray head and a second node on 127.0.0.1 with token authentication (the session's
+    RAY_AUTH_TOKEN, tests/conftest.py; every ray command and driver set RAY_AUTH_MODE=token).
+    The toy method (tests/plugin) is importable on both nodes. One cluster serves the module."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_AUTH_MODE", "token")
+    env = {**os.environ, "RAY_AUTH_MODE": "token",
+           "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])}
     try:
-        deadline = time.monotonic() + seconds
-        while sum(node["Alive"] for node in ray.nodes()) < count:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"only {sum(n['Alive'] for n in ray.nodes())} of {count} Ray nodes after {seconds} s")
-            time.sleep(1.0)
+        with loopback_cluster(env, nodes=2) as cluster:
+            yield cluster.address
     finally:
-        ray.shutdown()
+        patch.undo()
 
 
-def stop(process: subprocess.Popen) -> None:
-    """End one `ray start --block` and the Ray processes it started (its process group);
-    `ray stop` would also stop every other Ray instance on the machine."""
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-            process.wait(timeout=wait)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-@pytest.fixture
-def two_node_cluster(tmp_path, monkeypatch):
-    # Every ray command and the driver must agree on the auth mode (STACK_NOTES.md).
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    port = free_port()
-    common = ["--num-cpus=1", "--disable-usage-stats", "--object-store-memory=100000000", "--block"]
-    nodes = []
-    try:
-        nodes.append(subprocess.Popen([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                                       "--include-dashboard=false", *common], env=env, start_new_session=True,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_for_port(port)
-        nodes.append(subprocess.Popen([RAY, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1",
-                                       *common], env=env, start_new_session=True,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_for_nodes(f"127.0.0.1:{port}", 2)
-        yield f"127.0.0.1:{port}"
-    finally:
-        for node in reversed(nodes):
-            stop(node)
+def test_a_driver_with_the_wrong_ray_token_is_refused_in_one_line(two_node_cluster, tmp_path):
+    env = {**os.environ, "RAY_AUTH_TOKEN": "0" * 64, "RAY_gcs_server_port_wait_time_s": "3"}
+    done = subprocess.run([sys.executable, "-m", "mtc.sweep", "method=kmeans", "sweep.repeats=1",
+                           f"ray.address={two_node_cluster}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'db'}",
+                           f"output_dir={tmp_path / 'out'}"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: the Ray cluster at {two_node_cluster} refused this driver's auth token"), done.stderr
+    assert not (tmp_path / "db").exists()  # refused before any MLflow run was created
 
 
 def test_sweep_spreads_over_two_nodes_with_one_child_run_per_trial(two_node_cluster, tmp_path):
@@ -103,23 +62,25 @@ def test_sweep_spreads_over_two_nodes_with_one_child_run_per_trial(two_node_clus
     assert len(nodes) == 2, f"trials ran on {len(nodes)} node(s)"
 
 
-@pytest.fixture
-def tracking_server(monkeypatch):
+@pytest.fixture(scope="module")
+def tracking_server():
     """PostgreSQL + `mlflow server` (proxied artifacts, basic auth) started by mtc.stack on
-    loopback in a fresh folder; stopped (only what it started) afterwards."""
+    loopback in a fresh folder; stopped (only what it started) after the module's tests."""
     import tempfile
 
     from mtc import stack
 
     root = Path(tempfile.mkdtemp(prefix="mtc-stack-", dir="/var/tmp"))  # reachable by the postgres user
-    monkeypatch.setenv("MTC_MLFLOW_USERNAME", "admin")
-    monkeypatch.setenv("MTC_MLFLOW_PASSWORD", "a-test-password-123")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("MTC_MLFLOW_USERNAME", "admin")
+    patch.setenv("MTC_MLFLOW_PASSWORD", "a-test-password-123")
     started = stack.start(root, port=free_port(), db_port=free_port(), auth=True)
     try:
         yield started
     finally:
         stack.stop(root)
         subprocess.run(["rm", "-rf", str(root)], check=False)
+        patch.undo()
 
 
 def download_on_node(node_id: str, uri: str, run_id: str, paths: list[str]) -> dict:
@@ -190,3 +151,71 @@ def test_cluster_sweep_against_a_tracking_server_on_postgresql(two_node_cluster,
     finally:
         ray.shutdown()
     assert node == other and all(size > 0 for size in sizes.values())
+
+
+def server_env(extra: dict | None = None) -> dict:
+    return {**os.environ, "RAY_AUTH_MODE": "token", "MLFLOW_TRACKING_USERNAME": "admin",
+            "MLFLOW_TRACKING_PASSWORD": "a-test-password-123",
+            "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])]), **(extra or {})}
+
+
+def toy_sweep_args(tmp_path, uri: str, address: str, name: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mtc.sweep", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy",
+            f"sweep.name={name}", f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}",
+            f"ray.address={address}", "data.params.n_tasks=2", "data.params.samples_per_cluster=10", *extra]
+
+
+def sweep_runs(uri: str, name: str) -> tuple:
+    """(parent, children) of the sweep named ``name`` on the server."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("mtc")
+    runs = client.search_runs([experiment.experiment_id]) if experiment else []
+    parents = [r for r in runs if r.info.run_name == name and tracking.PARENT_TAG not in r.data.tags]
+    children = [r for r in runs if parents and r.data.tags.get(tracking.PARENT_TAG) == parents[0].info.run_id]
+    return parents, children
+
+
+def test_two_sweeps_at_once_against_the_server_lose_no_run(two_node_cluster, tracking_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
+    uri = tracking_server.tracking_uri
+    drivers = [subprocess.Popen(toy_sweep_args(tmp_path, uri, two_node_cluster, name, "++method.grid.shift=[0.0,1.0,2.0]",
+                                               "sweep.repeats=3"),
+                                cwd=tmp_path, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for name in ("first", "second")]
+    outputs = [driver.communicate(timeout=600) for driver in drivers]
+    for driver, (_, stderr) in zip(drivers, outputs):
+        assert driver.returncode == 0, stderr[-3000:]
+    for name in ("first", "second"):
+        (parent,), children = sweep_runs(uri, name)
+        keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
+        assert parent.info.status == "FINISHED" and len(keys) == 9 == len(set(keys))
+        assert {r.info.status for r in children} == {"FINISHED"}
+
+
+def test_a_tracking_server_restarted_mid_sweep_loses_no_result(two_node_cluster, tracking_server, tmp_path,
+                                                               monkeypatch):
+    from mtc import stack
+
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
+    uri = tracking_server.tracking_uri
+    driver = subprocess.Popen(toy_sweep_args(tmp_path, uri, two_node_cluster, "restart", "++method.grid.shift=[0.0,1.0,2.0]",
+                                             "++method.params.delay=1.0", "sweep.repeats=4", "sweep.seeds_per_trial=1"),
+                              cwd=tmp_path, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and driver.poll() is None:  # restart once some trials finished
+        time.sleep(1.0)
+        if any(r.info.status == "FINISHED" for r in sweep_runs(uri, "restart")[1]):
+            break
+    finished_before = sum(r.info.status == "FINISHED" for r in sweep_runs(uri, "restart")[1])
+    stack.restart_server(Path(tracking_server.dir))
+    _, stderr = driver.communicate(timeout=600)
+    assert driver.returncode == 0, stderr[-3000:]
+    (parent,), children = sweep_runs(uri, "restart")
+    finished = [r for r in children if r.info.status == "FINISHED"]
+    assert 0 < finished_before < 12  # the restart came mid-sweep
+    assert parent.info.status == "FINISHED" and len(children) == 12 == len(finished)
+    assert all(len(r.data.metrics) > 0 and r.data.metrics["acc/mean"] == 1.0 for r in finished)  # no result lost

@@ -2,7 +2,6 @@
 solver from outside the package (tests/plugin: one module + one config, no platform change)."""
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +127,7 @@ def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):
 def test_seeds_of_a_grid_point_can_share_one_tune_trial(tmp_path, plugin_path):
     result = run_sweep(settings(sweep_config(tmp_path, "sweep.seeds_per_trial=2")))
     assert result["trials_run"] == 4 and result["tune_trials"] == 2  # one Tune trial per grid point
-    assert result["tune_errors"] == 1  # only the failing grid point's Tune trial errs (no error in the trainable)
+    assert result["tune_errors"] == 0  # a failing fit is recorded on its run, not retried; no trainable error
     client = tracking.client_for(result["tracking_uri"])
     runs = {r.data.tags[tracking.TRIAL_KEY_TAG]: r for r in children(client, result)}
     assert len(runs) == 4  # still one MLflow child run per (grid point, seed)
@@ -137,6 +136,28 @@ def test_seeds_of_a_grid_point_can_share_one_tune_trial(tmp_path, plugin_path):
         failed = runs[f"fail=True,shift=1.0|seed={seed}"]
         assert failed.info.status == "FAILED" and "toy failure" in failed.data.tags["mtc.error"]
     assert result["best"]["acc"].n_runs == 2 and result["best"]["acc"].mean["acc/mean"] == 1.0
+
+
+def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once(tmp_path, plugin_path):
+    from mlflow.entities import ViewType
+
+    died = tmp_path / "died"
+    cfg = sweep_config(tmp_path, "++method.grid.fail=[false]", "method.grid.shift=[0.0,1.0]", "sweep.repeats=3",
+                       "sweep.seeds_per_trial=3", f"++method.params.die_once={died}")
+    result = run_sweep(settings(cfg))
+    assert died.exists()  # one worker was SIGKILLed inside a fit
+    assert result["tune_errors"] == 0
+    client = tracking.client_for(result["tracking_uri"])
+    runs = children(client, result)
+    keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in runs]
+    assert len(keys) == 6 and len(set(keys)) == 6  # one run per (grid point, seed)
+    assert {r.info.status for r in runs} == {"FINISHED"}  # nothing left RUNNING or SCHEDULED
+    replaced = client.search_runs([result["experiment_id"]], run_view_type=ViewType.DELETED_ONLY)
+    assert len(replaced) == 1  # the killed seed's half-started run, replaced by a fresh one
+    assert replaced[0].data.tags[tracking.TRIAL_KEY_TAG] in keys
+    assert all(s.n_runs == 3 and s.n_failed == 0 for s in result["summaries"])  # every seed counted once
+    for run in runs:  # the trace was logged once: 4 steps, not 8
+        assert len(client.get_metric_history(run.info.run_id, "objective")) == 4
 
 
 def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):

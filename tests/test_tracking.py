@@ -37,3 +37,42 @@ def test_trial_plots_can_be_switched_off(tmp_path):
     names = logged_artifacts(tmp_path, heatmaps=False, convergence=False)
     assert "convergence.png" not in names and "G.png" not in names
     assert {"labels.npz", "G_task0__task1.npy"} <= names
+
+
+def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tmp_path):
+    from mtc.sweep import fit_and_log
+
+    (tmp_path / "a-file").write_text("not a folder")
+    dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)
+    client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "a-file" / "artifacts"))
+    run_id = client.create_run(experiment).info.run_id
+    prototype = MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5)
+    metrics = fit_and_log(client, Trial({}, 0, run_id), dataset, prototype, "mtcmrl", {"name": "synthetic"}, 1,
+                          {"mtc.node_id": "n1"}, heatmaps=False)
+    assert metrics is None
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED"  # not left RUNNING by a second failure in the failure path
+    assert run.data.tags["mtc.error"].split(":")[0] in ("NotADirectoryError", "FileExistsError", "OSError")
+    assert run.data.tags["mtc.error_txt"].startswith("not written: ")
+
+
+def test_a_retried_trial_keeps_finished_runs_and_replaces_started_ones(tmp_path):
+    client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
+    parent = client.create_run(experiment).info.run_id
+    (pending,), _ = tracking.prepare_child_runs(client, experiment, parent, "m", [Trial({"a": 1}, 0)], {"x": "y"})
+    assert client.get_run(pending.run_id).info.status == "SCHEDULED"  # queued, not RUNNING
+    assert tracking.start_trial_run(client, pending.run_id) == (pending.run_id, None)
+    assert client.get_run(pending.run_id).info.status == "RUNNING"
+    client.log_metric(pending.run_id, "objective", 3.0, step=0)  # then the worker died
+    fresh, metrics = tracking.start_trial_run(client, pending.run_id)  # the retry
+    assert fresh != pending.run_id and metrics is None
+    old, new = client.get_run(pending.run_id), client.get_run(fresh)
+    assert old.info.lifecycle_stage == "deleted"
+    assert new.info.run_name == old.info.run_name and new.data.metrics == {}
+    assert {k: v for k, v in new.data.tags.items() if not k.startswith("mlflow.") or k == tracking.PARENT_TAG} == \
+        {k: v for k, v in old.data.tags.items() if not k.startswith("mlflow.") or k == tracking.PARENT_TAG}
+    client.log_metric(fresh, "acc/mean", 1.0)
+    client.set_terminated(fresh, "FINISHED")
+    assert tracking.start_trial_run(client, fresh) == (None, {"acc/mean": 1.0})  # finished: kept

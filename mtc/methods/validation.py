@@ -10,6 +10,9 @@ import scipy.sparse as sp
 from mtc.errors import InputError
 
 
+MAX_ABS_VALUE = 1e100  # squares and inner products of larger values overflow float64 (1.8e308)
+
+
 def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True) -> list:
     """Validate a list of task matrices (rows = samples) that share one feature space.
 
@@ -32,6 +35,9 @@ def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True)
         values = X.data if sp.issparse(X) else X
         if not np.isfinite(values).all():
             raise InputError(f"task {t}: data contains NaN or infinite values")
+        if values.size and np.abs(values).max() > MAX_ABS_VALUE:
+            raise InputError(f"task {t}: values up to {np.abs(values).max():.3g} overflow float64 in the solvers' "
+                             f"products (X X^T, W H); rescale the data (|x| <= {MAX_ABS_VALUE:.0e})")
         if nonnegative and (values < 0).any():
             raise InputError(f"task {t}: this method needs non-negative data, found negative entries")
         checked.append(X)
@@ -46,7 +52,10 @@ def check_n_clusters(n_clusters, matrices: list) -> list[int]:
     if isinstance(n_clusters, (int, np.integer)):
         counts = [int(n_clusters)] * len(matrices)
     else:
-        counts = [int(k) for k in n_clusters]
+        entries = list(np.ravel(n_clusters))
+        if not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in entries):
+            raise InputError(f"n_clusters must be an integer or a list of integers, one per task; got {n_clusters!r}")
+        counts = [int(k) for k in entries]
         if len(counts) != len(matrices):
             raise InputError(
                 f"n_clusters has {len(counts)} entries but there are {len(matrices)} tasks"

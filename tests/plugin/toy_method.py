@@ -4,6 +4,8 @@ every kind of fit-record entry, and fails on request (a numerical failure inside
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from numbers import Real
 
@@ -28,6 +30,9 @@ class ToyClusterer(MultiTaskClusterer):
         Raise a FloatingPointError inside the fit.
     delay : float, default=0.0
         Seconds the fit sleeps (a slow trial, to interrupt a sweep).
+    die_once : str, default=""
+        A file path: the first fit that finds no file there creates it and kills its own
+        process with SIGKILL (a Ray worker killed in the middle of a trial).
     random_state : int, Generator or None, default=None
         Seed of k-means.
 
@@ -49,19 +54,23 @@ class ToyClusterer(MultiTaskClusterer):
 
     _parameter_constraints = {**MultiTaskClusterer._parameter_constraints,
                               "shift": [Interval(Real, 0, None, closed="left")], "fail": ["boolean"],
-                              "delay": [Interval(Real, 0, None, closed="left")]}
+                              "delay": [Interval(Real, 0, None, closed="left")], "die_once": [str]}
 
-    def __init__(self, n_clusters=2, shift=0.0, fail=False, delay=0.0, random_state=None):
+    def __init__(self, n_clusters=2, shift=0.0, fail=False, delay=0.0, die_once="", random_state=None):
         self.n_clusters = n_clusters
         self.shift = shift
         self.fail = fail
         self.delay = delay
+        self.die_once = die_once
         self.random_state = random_state
 
     def _fit(self, matrices, n_clusters, rng):
         if self.fail:
             raise FloatingPointError("toy failure: the iteration diverged")
         time.sleep(self.delay)
+        if self.die_once and not os.path.exists(self.die_once):
+            open(self.die_once, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
         T = len(matrices)
         self.labels_ = [kmeans_labels(X, k, rng) for X, k in zip(matrices, n_clusters)]
         self.objective_trace_ = np.array([4.0, 3.0, 2.5, 2.25]) + self.shift

@@ -1,0 +1,156 @@
+"""Checks before a sweep creates anything: the tracking store, the output folder and the Ray
+cluster are reachable and writable, each within a short, stated timeout. A failed check is
+an UnreachableError, one line naming what was tried (the command line exits 2), instead of
+minutes of client retries after the MLflow runs were created.
+
+Also the environment every driver and worker runs with: telemetry off, and MLflow's HTTP
+retries bounded (a tracking server restarted mid-sweep is retried with backoff for about
+half a minute, then the trial fails and Ray Tune retries it)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import sqlite3
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+from mtc.errors import InputError
+
+CHECK_TIMEOUT = 10.0  # seconds, for each check below
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
+# Each is a default: a value already in the environment wins.
+QUIET_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0"}
+HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5",  # waits 1, 2, 4, 8, 16 s (+ jitter)
+                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # basic auth (mtc.stack --auth)
+
+
+class UnreachableError(InputError):
+    """The tracking store, the output folder or the Ray cluster cannot be used."""
+
+
+def process_env() -> dict[str, str]:
+    """Set the quiet and retry defaults in this process; returns what workers need (the
+    defaults as set here, plus tracking credentials) for Ray's runtime_env."""
+    for key, value in {**QUIET_ENV, **HTTP_RETRY_ENV}.items():
+        os.environ.setdefault(key, value)
+    return {key: os.environ[key] for key in (*QUIET_ENV, *HTTP_RETRY_ENV, *CREDENTIALS) if key in os.environ}
+
+
+def check_tracking(uri: str, timeout: float = CHECK_TIMEOUT) -> None:
+    """The tracking store at ``uri`` answers (and, for a server, accepts our credentials)."""
+    scheme = urlparse(uri).scheme.split("+")[0]
+    if scheme in ("http", "https"):
+        check_server(uri, timeout)
+    elif scheme == "sqlite":
+        check_sqlite(uri[len("sqlite:///"):], timeout)
+    elif scheme in DATABASE_SCHEMES:
+        check_database(uri, timeout)
+    elif scheme not in ("", "file"):
+        raise UnreachableError(f"mlflow.tracking_uri {uri!r}: unsupported scheme {scheme!r}; use sqlite:///<file>.db, "
+                               "http(s)://<server>:<port> or a database URI (postgresql://user@host:port/db)")
+
+
+def check_server(uri: str, timeout: float) -> None:
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=timeout):
+            pass
+    except (urllib.error.URLError, OSError) as error:
+        raise UnreachableError(f"the tracking server {uri} does not answer ({reason(error)}; waited up to "
+                               f"{timeout:.0f} s); start it (python -m mtc.stack start) or fix mlflow.tracking_uri") from None
+    request = urllib.request.Request(f"{uri}/api/2.0/mlflow/experiments/search?max_results=1")
+    if all(key in os.environ for key in CREDENTIALS):
+        token = base64.b64encode(":".join(os.environ[key] for key in CREDENTIALS).encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            pass
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            raise UnreachableError(f"the tracking server {uri} refused the request (HTTP {error.code}); set "
+                                   "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to an account of "
+                                   "its basic-auth app") from None
+        raise UnreachableError(f"the tracking server {uri} answered HTTP {error.code} to a search") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise UnreachableError(f"the tracking server {uri} did not answer a search ({reason(error)})") from None
+
+
+def check_sqlite(path: str, timeout: float) -> None:
+    """An existing store opens; for a new one, its folder (or the nearest existing parent)
+    takes files. Nothing is created here."""
+    try:
+        if Path(path).exists():
+            connection = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, timeout=timeout)
+            try:
+                connection.execute("PRAGMA user_version").fetchone()
+            finally:
+                connection.close()
+        else:
+            check_can_create(Path(path).parent)
+    except (OSError, sqlite3.Error) as error:
+        raise UnreachableError(f"cannot open the SQLite tracking store {path} ({reason(error)}); choose a writable "
+                               "place with mlflow.tracking_uri=sqlite:///<path>.db") from None
+
+
+def check_database(uri: str, timeout: float) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(uri, connect_args={"connect_timeout": int(timeout)}, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT 1"))
+    except Exception as error:  # the driver's own errors (psycopg2.OperationalError, ...), or a missing driver
+        first = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        raise UnreachableError(f"cannot reach the tracking database {safe(uri)} ({first})") from None
+    finally:
+        engine.dispose()
+
+
+def check_writable(folder: Path, what: str = "output folder", setting: str = "output_dir") -> None:
+    """Files can be written in ``folder``, or in its nearest existing parent if it does not
+    exist yet. Nothing is created here."""
+    try:
+        check_can_create(folder)
+    except OSError as error:
+        raise UnreachableError(f"cannot write to the {what} {folder} ({reason(error)}); run from a writable "
+                               f"folder or set {setting}=<writable folder>") from None
+
+
+def check_can_create(folder: Path) -> None:
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(f"{existing} is not a folder")
+    with tempfile.TemporaryFile(dir=existing):  # the real test: access(2) says yes to root on any mode
+        pass
+
+
+def check_ray(address: str, timeout: float = CHECK_TIMEOUT) -> None:
+    """Something listens at a ``host:port`` Ray address (``local`` and ``auto`` are Ray's own)."""
+    if address in ("local", "auto", "None") or address.startswith("ray://"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UnreachableError(f"ray.address {address!r}: expected local, auto or <host>:<port> (the head's GCS port)")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        raise UnreachableError(f"no Ray head listens at {address} ({reason(error)}; waited up to {timeout:.0f} s); "
+                               "start one (ray start --head) or use ray.address=local") from None
+
+
+def reason(error: BaseException) -> str:
+    inner = getattr(error, "reason", None)
+    return str(inner if inner is not None else error) or type(error).__name__
+
+
+def safe(uri: str) -> str:
+    """``uri`` without a password."""
+    parsed = urlparse(uri)
+    return uri.replace(f":{parsed.password}@", ":***@") if parsed.password else uri
