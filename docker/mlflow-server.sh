@@ -21,6 +21,7 @@ database_uri = ${db}/mlflow_auth
 admin_username = ${MTC_MLFLOW_USERNAME:-admin}
 admin_password = ${MTC_MLFLOW_PASSWORD}
 authorization_function = mlflow.server.auth:authenticate_request_basic_auth
+auth_cache_ttl_seconds = 60
 EOF
 
 export MLFLOW_AUTH_CONFIG_PATH="$auth_ini"
