@@ -98,6 +98,18 @@ def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_conf
     return outcome.metrics
 
 
+RAY_TEMP_PREFIX = "mtc-ray-"  # + the driver's pid: a killed driver's folder is removed by the next sweep
+
+
+def remove_dead_drivers_ray_folders() -> None:
+    """Remove the Ray temp folders of local sweeps whose driver is gone (killed: its own
+    clean-up never ran)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{RAY_TEMP_PREFIX}*-*"):
+        pid = folder.name[len(RAY_TEMP_PREFIX):].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def ray_session(run: Settings, worker_env: dict):
     """Ray started here (``ray.address=local``, in a temp folder removed afterwards) or joined;
@@ -107,7 +119,8 @@ def ray_session(run: Settings, worker_env: dict):
     temp_dir = None
     try:
         if run.ray.local:
-            temp_dir = tempfile.mkdtemp(prefix="mtc-ray-")
+            remove_dead_drivers_ray_folders()
+            temp_dir = tempfile.mkdtemp(prefix=f"{RAY_TEMP_PREFIX}{os.getpid()}-")
             ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
                      include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": worker_env},
                      _temp_dir=temp_dir)

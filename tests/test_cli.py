@@ -1,8 +1,10 @@
 """The command-line entry points: one debugging fit, and one-line errors on bad input only."""
 
+import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from mtc import tracking
@@ -137,10 +139,15 @@ def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_p
         kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
         assert 0 < len(kept) < 12
 
+        os.killpg(driver.pid, signal.SIGKILL)  # what the dead driver left of its local Ray
+        left = list(Path(tempfile.gettempdir()).glob(f"mtc-ray-{driver.pid}-*"))
+        assert len(left) == 1  # its Ray folder: its clean-up never ran
         done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
         assert done.returncode == 0, done.stderr
+        assert not left[0].exists()  # removed by the next sweep
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)  # what the dead driver left (its local Ray)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)  # a test that failed midway leaves nothing running
     _, children, parents = child_runs(db)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
