@@ -122,12 +122,26 @@ class Trial:
         return point_label(self.point)
 
     @property
+    def name(self) -> str:
+        """A run name that fits MLflow's runs table: grid keys cut to their shortest unique
+        prefix ("a=2 l=1 seed=0" for alpha and lambda_)."""
+        short = short_keys(sorted(self.point))
+        return " ".join([*(f"{short[k]}={self.point[k]}" for k in sorted(self.point)), f"seed={self.seed}"])
+
+    @property
     def key(self) -> str:
         """Stable across runs of the same sweep: how a resumed sweep finds finished trials."""
         return f"{self.label}|seed={self.seed}"
 
     def with_run(self, run_id: str) -> Trial:
         return replace(self, run_id=run_id)
+
+
+def short_keys(keys: list[str]) -> dict[str, str]:
+    """Each key's shortest prefix that no other key (nor "seed") starts with."""
+    others = {key: [o for o in [*keys, "seed"] if o != key] for key in keys}
+    return {key: next((key[:n] for n in range(1, len(key)) if not any(o.startswith(key[:n]) for o in others[key])), key)
+            for key in keys}
 
 
 def trial_list(spec: MethodSpec, repeats: int) -> list[Trial]:

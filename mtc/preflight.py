@@ -24,7 +24,8 @@ from mtc.errors import InputError
 CHECK_TIMEOUT = 10.0  # seconds, for each check below
 DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
 # Each is a default: a value already in the environment wins.
-QUIET_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0"}
+QUIET_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0",
+             "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}  # one bar per downloaded artifact otherwise
 HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5",  # waits 1, 2, 4, 8, 16 s (+ jitter)
                   "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}

@@ -1,9 +1,14 @@
 """Aggregate trials into the papers' table: mean +- std over seeds at the best grid point.
 
-Two choices of grid point, labelled as such in every table:
+Choices of grid point, labelled as such in every table:
 - ``acc``: the highest mean accuracy over tasks (uses labels; the papers' protocol);
-- ``objective``: the lowest mean final objective (uses no labels).
-The std is the sample standard deviation (ddof=1, as MATLAB's std) over the seeds.
+- without labels: the lowest mean final objective (``objective``; it grows with weights
+  such as lambda and alpha, so it favours their smallest values), the lowest final over
+  first objective (``objective_relative``), the highest mean cosine silhouette of the
+  clusters on the input (``silhouette``), the highest agreement (ARI) between the labels of
+  different seeds (``stability``).
+Ties are broken by a stated rule (TIE_RULES) and reported. The std is the sample standard
+deviation (ddof=1, as MATLAB's std) over the seeds.
 """
 
 from __future__ import annotations
@@ -18,8 +23,16 @@ from mtc.metrics import METRIC_NAMES
 
 SELECTIONS = {
     "acc": "best grid point by mean accuracy over tasks (uses labels: the papers' protocol)",
-    "objective": "grid point chosen without labels: lowest mean final objective",
+    "objective": "lowest mean final objective",
+    "objective_relative": "lowest mean final / first objective",
+    "silhouette": "highest mean cosine silhouette of the clusters on the input",
+    "stability": "highest mean ARI between the labels of different seeds",
 }
+# selection -> (metric, +1 when higher is better)
+CRITERIA = {"acc": ("acc/mean", 1), "objective": ("objective/final", -1), "objective_relative": ("objective/relative", -1),
+            "silhouette": ("silhouette/mean", 1), "stability": ("stability/mean", 1)}
+TIE_RULES = {"acc": "the higher mean nmi_max, then the first in grid order"}
+TIE_RULE = "the first in grid order"
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,7 @@ class TrialRecord:
     status: str  # FINISHED, FAILED, ...
     metrics: dict[str, float]
     run_id: str
+    artifact_uri: str = ""
 
 
 @dataclass
@@ -60,15 +74,48 @@ def summarize(records: list[TrialRecord]) -> list[PointSummary]:
     return summaries
 
 
+def ranked(summaries: list[PointSummary], selection: str) -> list[PointSummary]:
+    """Grid points with a finished trial and a finite criterion, best first (ties by the rule)."""
+    if selection not in CRITERIA:
+        raise ValueError(f"unknown selection {selection!r}; choose one of {tuple(SELECTIONS)}")
+    key, sign = CRITERIA[selection]
+    scored = [s for s in summaries if s.n_runs > 0 and np.isfinite(s.mean.get(key, np.nan))]
+    order = {s.point: i for i, s in enumerate(summaries)}
+    second = (lambda s: -s.mean.get("nmi_max/mean", 0.0)) if selection == "acc" else (lambda s: 0.0)
+    return sorted(scored, key=lambda s: (-sign * s.mean[key], second(s), order[s.point]))
+
+
 def best_point(summaries: list[PointSummary], selection: str) -> PointSummary:
-    scored = [s for s in summaries if s.n_runs > 0]
-    if not scored:
-        raise ValueError("no finished trial to report on")
-    if selection == "acc":
-        return max(scored, key=lambda s: s.mean["acc/mean"])
-    if selection == "objective":
-        return min(scored, key=lambda s: s.mean["objective/final"])
-    raise ValueError(f"unknown selection {selection!r}; choose one of {tuple(SELECTIONS)}")
+    """The chosen grid point (KeyError-free: a criterion no run logged raises ValueError)."""
+    candidates = ranked(summaries, selection)
+    if not candidates:
+        raise ValueError(f"no finished trial with {CRITERIA[selection][0]} to choose a grid point by {selection!r}")
+    return candidates[0]
+
+
+def tied(summaries: list[PointSummary], selection: str) -> list[str]:
+    """The grid points whose criterion equals the chosen one's (the chosen one first)."""
+    candidates = ranked(summaries, selection)
+    key = CRITERIA[selection][0]
+    return [s.point for s in candidates if candidates and np.isclose(s.mean[key], candidates[0].mean[key],
+                                                                         rtol=1e-12, atol=0.0)]
+
+
+def with_stability(summaries: list[PointSummary], labels: dict[str, list[list[np.ndarray]]]) -> list[PointSummary]:
+    """Add ``stability/mean`` to each grid point's means: the mean over tasks of the mean ARI
+    over all pairs of its seeds' labels (``labels[point]``: per seed, per task)."""
+    from itertools import combinations
+
+    from sklearn.metrics import adjusted_rand_score
+
+    for summary in summaries:
+        runs = labels.get(summary.point, [])
+        if len(runs) > 1:
+            summary.mean["stability/mean"] = float(np.mean(
+                [np.mean([adjusted_rand_score(a[t], b[t]) for a, b in combinations(runs, 2)])
+                 for t in range(len(runs[0]))]))
+            summary.std["stability/mean"] = 0.0
+    return summaries
 
 
 def task_table(summary: PointSummary, task_names: list[str], metrics=METRIC_NAMES) -> str:
@@ -92,16 +139,42 @@ def data_note(draw: str, datasets: dict) -> str:
     return f"samples per task: {counts}; one dataset for every seed"
 
 
+def tie_note(summaries: list[PointSummary], selection: str) -> str:
+    points = tied(summaries, selection)
+    if len(points) < 2:
+        return ""
+    return (f"tie: {', '.join(f'`{p}`' for p in points)} have the same {CRITERIA[selection][0]}; chosen by "
+            f"{TIE_RULES.get(selection, TIE_RULE)}")
+
+
+def label_free_table(summaries: list[PointSummary]) -> str:
+    """Markdown: each label-free choice, its grid point and the accuracy it reaches."""
+    best = best_point(summaries, "acc").mean["acc/mean"]
+    lines = ["| chosen by | grid point | acc (mean over tasks) | below the best | nmi_max |", "|---|---|---|---|---|"]
+    for selection, label in SELECTIONS.items():
+        if selection == "acc":
+            continue
+        try:
+            chosen = best_point(summaries, selection)
+        except ValueError:
+            lines.append(f"| {label} | (not logged) | | | |")
+            continue
+        lines.append(f"| {label} | `{chosen.point}` | {chosen.mean['acc/mean']:.4f} ± {chosen.std['acc/mean']:.4f} | "
+                     f"{best - chosen.mean['acc/mean']:.4f} | {chosen.mean['nmi_max/mean']:.4f} |")
+    return "\n".join(lines)
+
+
 def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str], data_note: str = "") -> str:
     parts = [f"# {title}", ""] + ([data_note, ""] if data_note else [])
-    for selection, label in SELECTIONS.items():
-        best = best_point(summaries, selection)
-        parts += [f"## {label}", "", f"grid point: `{best.point}` ({best.n_runs} runs)", "",
-                  task_table(best, task_names), ""]
+    best = best_point(summaries, "acc")
+    parts += [f"## {SELECTIONS['acc']}", "", f"grid point: `{best.point}` ({best.n_runs} runs)", ""]
+    parts += [f"{note}\n" for note in [tie_note(summaries, "acc")] if note] + [task_table(best, task_names), ""]
+    parts += ["## grid points chosen without labels", "", label_free_table(summaries), ""]
+    parts += [note for note in (tie_note(summaries, s) for s in SELECTIONS if s != "acc") if note]
     failed = sum(s.n_failed for s in summaries)
     if failed:
-        parts += [f"**{failed} trial(s) failed**; their errors are on the MLflow child runs (tag mtc.error).", ""]
-    return "\n".join(parts)
+        parts += ["", f"**{failed} trial(s) failed**; their errors are on the MLflow child runs (tag mtc.error)."]
+    return "\n".join(parts) + "\n"
 
 
 def grid_csv(summaries: list[PointSummary]) -> str:

@@ -34,7 +34,8 @@ from mtc.cli import CONF_DIR, exit_on_bad_input, launch
 from mtc.config import RESERVED_PARAMS, Settings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
 from mtc.errors import InputError
 from mtc.preflight import UnreachableError
-from mtc.report import TrialRecord, best_point, data_note, grid_csv, report_markdown, summarize
+from mtc.report import (SELECTIONS, TrialRecord, best_point, data_note, grid_csv, report_markdown, summarize,
+                        with_stability)
 
 class SweepInterrupted(Exception):
     """Ctrl-C ended the sweep; the message says how far it got and how to resume."""
@@ -70,10 +71,11 @@ def sweep_trainable(config, *, datasets, prototype, method, data_config, trackin
 
 
 def trial_params(method: str, prototype, trial: Trial, data_config: dict) -> dict:
-    """What a child run records as its params and config.json."""
+    """What a child run records as its params and config.json: the solver's parameters under
+    their own names (filter on ``params.alpha``), the seed, the method and the data config
+    (``data.*``)."""
     params = {key: value for key, value in prototype.get_params().items() if key not in RESERVED_PARAMS}
-    return {"method": method, "params": {**params, **trial.point}, "seed": trial.seed, "grid_point": trial.point,
-            "data": data_config}
+    return {**params, **trial.point, "method": method, "seed": trial.seed, "data": data_config}
 
 
 def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_config: dict, cpus: int, tags: dict,
@@ -192,8 +194,27 @@ def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Tri
 
 def trial_records(client, experiment_id: str, parent_id: str) -> list[TrialRecord]:
     return [TrialRecord(run.data.tags.get(tracking.POINT_TAG, "?"), run.data.params.get("seed", "?"), run.info.status,
-                        run.data.metrics, run.info.run_id)
+                        run.data.metrics, run.info.run_id, run.info.artifact_uri)
             for run in tracking.find_runs(client, experiment_id, **{tracking.PARENT_TAG: parent_id})]
+
+
+def seed_labels(client, records: list[TrialRecord], task_names: list[str]) -> dict[str, list[list[np.ndarray]]]:
+    """Every finished trial's labels, by grid point (for the stability criterion)."""
+    labels: dict[str, list[list[np.ndarray]]] = {}
+    for record in records:
+        if record.status == "FINISHED":
+            labels.setdefault(record.point, []).append(
+                tracking.load_labels(client, record.run_id, record.artifact_uri, task_names))
+    return labels
+
+
+def chosen_points(summaries) -> dict:
+    """The grid point of every selection whose criterion was logged."""
+    chosen = {}
+    for selection in SELECTIONS:
+        with contextlib.suppress(ValueError):
+            chosen[selection] = best_point(summaries, selection)
+    return chosen
 
 
 def run_sweep(run: Settings) -> dict:
@@ -239,7 +260,7 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
                                   f"the trial's Ray worker died and its retries (sweep.max_failures={sweep.max_failures}) "
                                   "ran out; see the Ray logs")
         records = trial_records(client, experiment_id, parent_id)
-        summaries = summarize(records)
+        summaries = with_stability(summarize(records), seed_labels(client, records, dataset.task_names))
         markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
                                    data_note(run.data.draw, datasets))
     except KeyboardInterrupt:  # Ctrl-C: no report; the unrun trials' runs are closed, the parent KILLED
@@ -256,12 +277,12 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
     (output_dir / "grid.csv").write_text(grid_csv(summaries))
     client.log_artifact(parent_id, str(output_dir / "report.md"))
     client.log_artifact(parent_id, str(output_dir / "grid.csv"))
-    best = {selection: best_point(summaries, selection) for selection in ("acc", "objective")}
-    for selection, summary in best.items():
-        runs = {f"seed {r.seed}": r.run_id for r in records if r.point == summary.point and r.status == "FINISHED"}
+    best = chosen_points(summaries)
+    for selection in ("acc", "objective"):
+        runs = {f"seed {r.seed}": r.run_id for r in records if r.point == best[selection].point and r.status == "FINISHED"}
         tracking.log_convergence_figure(client, parent_id, runs, output_dir / f"convergence_best_by_{selection}.png",
-                                        f"{spec.name} on {run.data.name}, {summary.point}")
-    tracking.log_sweep_summary(client, parent_id, best, failed=sum(s.n_failed for s in summaries))
+                                        f"{spec.name} on {run.data.name}, {best[selection].point}")
+    tracking.log_sweep_summary(client, parent_id, best, sum(s.n_failed for s in summaries), markdown, spec.grid)
     client.set_terminated(parent_id, "FINISHED")
     print(markdown)
     print(f"report: {output_dir / 'report.md'}\n" + tracking.links(run.tracking.uri, experiment_id, parent_id))

@@ -136,7 +136,7 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, method: str, 
         if trial.key in children:
             client.delete_run(children[trial.key].info.run_id)
         run = client.create_run(
-            experiment_id, run_name=f"{method}[{trial.label}] seed={trial.seed}",
+            experiment_id, run_name=trial.name,
             tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags},
         )
         client.update_run(run.info.run_id, status="SCHEDULED")
@@ -193,7 +193,8 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
 
     now = int(time.time() * 1000)
     metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
-    for name, trace in {"objective": outcome.objective_trace, **outcome.traces}.items():
+    for name, trace in {"objective": outcome.objective_trace, **readable_objective(outcome.objective_trace),
+                        **outcome.traces}.items():
         metrics += [entities.Metric(name, float(v), now, step) for step, v in enumerate(trace)]
     client.log_batch(
         run_id, metrics=metrics,
@@ -201,9 +202,12 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
         tags=[entities.RunTag(k, str(v)) for k, v in (tags or {}).items()],
     )
     with tempfile.TemporaryDirectory() as tmp:
-        np.savez_compressed(os.path.join(tmp, "labels.npz"), **dict(zip(task_names, outcome.labels)))
         Path(tmp, "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
-        np.savetxt(os.path.join(tmp, "objective_trace.csv"), outcome.objective_trace, delimiter=",")
+        np.savez_compressed(os.path.join(tmp, "labels.npz"), **dict(zip(task_names, outcome.labels)))
+        Path(tmp, "labels.csv").write_text("task,sample,label\n" + "".join(
+            f"{task},{i},{label}\n" for task, labels in zip(task_names, outcome.labels) for i, label in enumerate(labels)))
+        Path(tmp, "objective_trace.csv").write_text("step,objective\n" + "".join(
+            f"{step},{value:.10g}\n" for step, value in enumerate(outcome.objective_trace)))
         if convergence:
             convergence_plot({f"seed {trial_config['seed']}": outcome.objective_trace},
                              os.path.join(tmp, "convergence.png"),
@@ -218,6 +222,26 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
         client.log_artifacts(run_id, tmp)
 
 
+def readable_objective(trace: np.ndarray) -> dict[str, np.ndarray]:
+    """The objective on a scale MLflow's linear chart shows: log10 of it when it stays
+    positive (from 1.4e5 to 318 the raw trace is flat after a few steps)."""
+    return {"objective_log10": np.log10(trace)} if np.all(trace > 0) else {}
+
+
+def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -> list[np.ndarray]:
+    """A finished trial's predicted labels per task (its labels.npz artifact), read in place
+    from a local artifact store, else downloaded."""
+    from urllib.parse import unquote, urlparse
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if artifact_uri.startswith("file://"):
+            path = Path(unquote(urlparse(artifact_uri).path)) / "labels.npz"
+        else:
+            path = client.download_artifacts(run_id, "labels.npz", tmp)
+        with np.load(path) as stored:
+            return [stored[name] for name in task_names]
+
+
 def block_stem(name: str, row_group: str, col_group: str) -> str:
     """File stem of one block: the matrix name, then its task(s) ("G_task1__task2")."""
     groups = "__".join(group for group in (row_group, col_group) if group)
@@ -226,13 +250,15 @@ def block_stem(name: str, row_group: str, col_group: str) -> str:
 
 def labelled_csv(path: str, matrix: np.ndarray, row_names: list[str], col_names: list[str]) -> None:
     with open(path, "w") as handle:
-        handle.write("," + ",".join(col_names) + "\n")
+        handle.write("row," + ",".join(col_names) + "\n")
         handle.writelines(f"{label}," + ",".join(f"{v:.6g}" for v in row) + "\n" for label, row in zip(row_names, matrix))
 
 
-def log_sweep_summary(client, parent_id: str, best: dict, failed: int) -> None:
-    """Best-point means as parent metrics ("best_by_<selection>/<metric>/mean"), points as tags."""
-    from mlflow.entities import Metric, RunTag
+def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: str, grid: dict) -> None:
+    """Best-point means as parent metrics ("best_by_<selection>/<metric>/mean"), points as
+    tags, the report as the run's description (the MLflow UI shows it on the run's page)
+    and the swept values as params ``swept.<key>``."""
+    from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
     metrics = [Metric("failed_trials", float(failed), now, 0)]
@@ -241,7 +267,10 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int) -> None:
         metrics += [Metric(f"best_by_{selection}/{key}", value, now, 0)
                     for key, value in summary.mean.items() if key.endswith("/mean")]
         tags.append(RunTag(f"mtc.best_by_{selection}", summary.point))
-    client.log_batch(parent_id, metrics=metrics, tags=tags)
+    tags.append(RunTag("mlflow.note.content", report))
+    params = [Param(f"swept.{key}", json.dumps(values)[:6000]) for key, values in sorted(grid.items())]
+    existing = client.get_run(parent_id).data.params  # a resumed sweep logged them already
+    client.log_batch(parent_id, metrics=metrics, tags=tags, params=[p for p in params if p.key not in existing])
 
 
 def log_convergence_figure(client, parent_id: str, runs: dict[str, str], path: Path, title: str) -> None:

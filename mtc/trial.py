@@ -58,6 +58,30 @@ def task_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray]) -> dict[st
     return metrics
 
 
+SILHOUETTE_SAMPLES = 2000  # silhouette on at most this many samples per task (O(n^2) distances)
+
+
+def label_free_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray], trace: np.ndarray,
+                       seed: int) -> dict[str, float]:
+    """Scores that use no class labels, to choose a grid point without them:
+    ``silhouette/<task>`` (cosine silhouette of the predicted clusters on the task's input
+    matrix, at most SILHOUETTE_SAMPLES samples drawn with the trial's seed; NaN when a task
+    has a single cluster) with its mean over tasks, and ``objective/relative``, the final
+    objective over the first (scale-free, unlike the final objective, which grows with
+    weights such as lambda and alpha)."""
+    from sklearn.metrics import silhouette_score
+
+    metrics = {}
+    for task, X, pred in zip(dataset.tasks, dataset.matrices, labels):
+        n, k = X.shape[0], np.unique(pred).size
+        metrics[f"silhouette/{task.name}"] = float(silhouette_score(
+            X, pred, metric="cosine", sample_size=min(n, SILHOUETTE_SAMPLES), random_state=seed)) \
+            if 2 <= k < n else float("nan")
+    metrics["silhouette/mean"] = float(np.mean([metrics[f"silhouette/{t}"] for t in dataset.task_names]))
+    metrics["objective/relative"] = float(trace[-1] / trace[0]) if trace[0] != 0 else float("nan")
+    return metrics
+
+
 def scalar_metrics(name: str, value, task_names: list[str]) -> dict[str, float]:
     """A record scalar as metrics: one number as it is, a length-T array as "<name>/<task>"."""
     value = np.asarray(value, float)
@@ -144,6 +168,7 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     labels = [np.asarray(l) for l in solver.labels_]
     record, names = solver.record_, dataset.task_names
     metrics = task_metrics(dataset, labels)
+    metrics.update(label_free_metrics(dataset, labels, trace, trial.seed))
     metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
                     "converged": float(solver.converged_), "fit_seconds": fit_seconds})
     metrics.update({f"n_samples/{task.name}": float(task.n_samples) for task in dataset.tasks})

@@ -37,3 +37,40 @@ def test_markdown_labels_both_selections_and_counts_failures(records):
 def test_no_finished_trial_is_an_error():
     with pytest.raises(ValueError, match="no finished trial"):
         best_point(summarize([record("x=1", 0, 0, status="FAILED")]), "acc")
+
+
+def test_a_tie_on_accuracy_is_broken_by_nmi_then_grid_order_and_reported():
+    from mtc.report import tied
+
+    rows = [record("a=1", 0.9, 3.0), record("a=2", 0.9, 2.0), record("a=3", 0.9, 1.0)]
+    rows[2].metrics["nmi_max/mean"] = 0.95  # same accuracy, higher NMI
+    summaries = summarize(rows)
+    assert best_point(summaries, "acc").point == "a=3"
+    assert tied(summaries, "acc") == ["a=3", "a=1", "a=2"]
+    text = report_markdown("demo", summaries, ["a"])
+    assert "tie: `a=3`, `a=1`, `a=2` have the same acc/mean; chosen by the higher mean nmi_max, then the first in " \
+           "grid order" in text
+    rows[2].metrics["nmi_max/mean"] = 0.9  # a full tie: the first in grid order
+    assert best_point(summarize(rows), "acc").point == "a=1"
+
+
+def test_label_free_choices_and_their_accuracy():
+    from mtc.report import with_stability
+
+    rows = [record("a=1", 0.9, 3.0), record("a=1", 0.7, 3.0), record("a=2", 0.5, 1.0), record("a=2", 0.5, 1.0)]
+    for row, silhouette, relative in zip(rows, (0.4, 0.2, 0.1, 0.1), (0.5, 0.5, 0.9, 0.9)):
+        row.metrics.update({"silhouette/mean": silhouette, "objective/relative": relative})
+    same, other = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])
+    summaries = with_stability(summarize(rows), {"a=1": [[same], [same]], "a=2": [[same], [other]]})
+    assert summaries[0].mean["stability/mean"] == 1.0 and summaries[1].mean["stability/mean"] == pytest.approx(-0.5)
+    assert best_point(summaries, "objective").point == "a=2"  # the raw objective
+    assert {s: best_point(summaries, s).point for s in ("objective_relative", "silhouette", "stability")} == \
+        {"objective_relative": "a=1", "silhouette": "a=1", "stability": "a=1"}
+    text = report_markdown("demo", summaries, ["a"])
+    assert "| lowest mean final objective | `a=2` | 0.5000 ± 0.0000 | 0.3000 | 0.5000 |" in text
+    assert "| highest mean cosine silhouette of the clusters on the input | `a=1` | 0.8000 ± 0.1414 | 0.0000 |" in text
+
+
+def test_a_criterion_no_run_logged_is_shown_as_such():
+    text = report_markdown("demo", summarize([record("a=1", 0.9, 3.0)]), ["a"])
+    assert "| highest mean ARI between the labels of different seeds | (not logged) | | | |" in text

@@ -67,8 +67,9 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     assert run.info.status == "FINISHED"
     for metric in ("acc", "nmi", "nmi_max", "ari", "purity"):
         assert run.data.metrics[f"{metric}/task0"] == 1.0 and run.data.metrics[f"{metric}/mean"] == 1.0
-    assert run.data.params["params.shift"] == "1.0" and run.data.params["params.fail"] == "False"
-    assert run.data.params["seed"] == "1"
+    assert run.data.params["shift"] == "1.0" and run.data.params["fail"] == "False"
+    assert run.data.params["seed"] == "1" and "grid_point.shift" not in run.data.params
+    assert run.info.run_name == "f=False sh=1.0 seed=1"  # fits MLflow's runs table
     # scalars: one number, and one per task
     assert run.data.metrics["toy_score"] == 8.0
     assert (run.data.metrics["toy_mass/task0"], run.data.metrics["toy_mass/task1"]) == (0.0, 1.0)
@@ -76,6 +77,14 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     objective = client.get_metric_history(run_id, "objective")
     assert [m.value for m in sorted(objective, key=lambda m: m.step)] == [5.0, 4.0, 3.5, 3.25]
     assert run.data.metrics["objective/final"] == 3.25
+    assert run.data.metrics["objective/relative"] == 3.25 / 5.0
+    log10 = sorted(client.get_metric_history(run_id, "objective_log10"), key=lambda m: m.step)
+    assert [m.value for m in log10] == pytest.approx(np.log10([5.0, 4.0, 3.5, 3.25]))
+    assert 0.5 < run.data.metrics["silhouette/mean"] <= 1.0  # well-separated synthetic clusters
+    trace_csv = Path(client.download_artifacts(run_id, "objective_trace.csv")).read_text().splitlines()
+    assert trace_csv[:2] == ["step,objective", "0,5"]
+    labels_csv = Path(client.download_artifacts(run_id, "labels.csv")).read_text().splitlines()
+    assert labels_csv[0] == "task,sample,label" and len(labels_csv) == 1 + 2 * 80
     step = sorted(client.get_metric_history(run_id, "toy_step/task1"), key=lambda m: m.step)
     assert [(m.step, m.value) for m in step] == [(0, 0.0), (1, 2.0), (2, 4.0), (3, 6.0)]
     names = {a.path for a in client.list_artifacts(run_id)}
@@ -85,12 +94,12 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     assert {"toy_relatedness_task0__task1.csv", "toy_relatedness_task1__task0.npy", "toy_task_similarity.csv",
             "ideal_task_weights.csv", "toy_weights_task0.csv", "toy_weights_task1.npy"} <= names
     lines = Path(client.download_artifacts(run_id, "toy_relatedness_task0__task1.csv")).read_text().splitlines()
-    assert lines[0] == ",shared0,shared1,task1_own0,task1_own1"
+    assert lines[0] == "row,shared0,shared1,task1_own0,task1_own1"
     assert [line.split(",")[0] for line in lines[1:]] == ["shared0", "shared1", "task0_own0", "task0_own1"]
     block = np.load(client.download_artifacts(run_id, "toy_relatedness_task0__task1.npy"))
     assert block.shape == (4, 4) and set(np.unique(block)) <= {1.0, 2.0}  # shift, or shift + (1 + t)
     weights = Path(client.download_artifacts(run_id, "toy_weights_task0.csv")).read_text().splitlines()
-    assert weights[0] == ",weight" and len(weights) == 1 + 80 and weights[1].startswith("0:")
+    assert weights[0] == "row,weight" and len(weights) == 1 + 80 and weights[1].startswith("0:")
     # and one heatmap per matrix, the reference relatedness from the labels beside the task x task one
     assert {"toy_relatedness.png", "toy_task_similarity.png", "toy_weights.png", "ideal_task_weights.png"} <= names
     labels = np.load(client.download_artifacts(run_id, "labels.npz"))
@@ -108,7 +117,11 @@ def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     assert "2 trial(s) failed" in report and "| task0 | 1.0000 ± 0.0000 |" in report
     parent_artifacts = {a.path for a in client.list_artifacts(result["parent_run_id"])}
     assert {"report.md", "grid.csv", "convergence_best_by_acc.png", "convergence_best_by_objective.png"} <= parent_artifacts
-    assert client.get_run(result["parent_run_id"]).data.metrics["best_by_acc/acc/mean"] == 1.0
+    parent = client.get_run(result["parent_run_id"])
+    assert parent.data.metrics["best_by_acc/acc/mean"] == 1.0
+    assert parent.data.tags["mlflow.note.content"] == report  # the run's description is the report
+    assert parent.data.params["swept.shift"] == "[1.0]" and parent.data.params["swept.fail"] == "[false, true]"
+    assert parent.data.metrics["best_by_stability/stability/mean"] == 1.0  # k-means on separated clusters
 
 
 def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):

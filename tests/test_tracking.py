@@ -13,17 +13,17 @@ def logged_artifacts(tmp_path, **plots):
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
     run = client.create_run(experiment)
-    config = {"method": "mtcmrl", "params": {"alpha": 1.0}, "seed": 0, "data": {"name": "synthetic"}}
+    config = {"alpha": 1.0, "method": "mtcmrl", "seed": 0, "data": {"name": "synthetic"}}
     tracking.log_trial(client, run.info.run_id, outcome, config, dataset.task_names, {"mtc.node_id": "n1"}, **plots)
     logged = client.get_run(run.info.run_id)
-    assert logged.data.tags["mtc.node_id"] == "n1" and logged.data.params["params.alpha"] == "1.0"
+    assert logged.data.tags["mtc.node_id"] == "n1" and logged.data.params["alpha"] == "1.0"
     history = client.get_metric_history(run.info.run_id, "w_norm/task1")
     assert [m.step for m in history] == list(range(len(outcome.objective_trace)))
     G = outcome.matrices["G"]
     g = np.load(client.download_artifacts(run.info.run_id, "G_task0__task1.npy"))
     np.testing.assert_allclose(g, G.blocks[(0, 1)])
     header = open(client.download_artifacts(run.info.run_id, "G_task0__task1.csv")).readline().strip()
-    assert header == "," + ",".join(G.col_names[1])
+    assert header == "row," + ",".join(G.col_names[1])
     return {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
