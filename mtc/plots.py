@@ -14,20 +14,43 @@ from PIL import Image  # noqa: E402
 from mtc.numerics.cache import Cache  # noqa: E402
 
 
-def convergence_plot(traces: dict[str, np.ndarray], path: str, title: str) -> None:
-    """Objective against iteration, one line per labelled trace (log scale when all positive)."""
-    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=80)
+def same_traces(traces: dict[str, np.ndarray]) -> list[list[str]]:
+    """Labels grouped by identical traces (to 1e-12, relative), in order of first label."""
+    groups: list[list[str]] = []
     for label, trace in traces.items():
-        ax.plot(np.arange(len(trace)), trace, marker="." if len(trace) < 50 else None, label=label, lw=1)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("objective")
-    ax.set_title(title, fontsize=9)
+        trace = np.asarray(trace, float)
+        for group in groups:
+            other = np.asarray(traces[group[0]], float)
+            if other.shape == trace.shape and np.allclose(other, trace, rtol=1e-12, atol=0.0):
+                group.append(label)
+                break
+        else:
+            groups.append([label])
+    return groups
+
+
+def convergence_plot(traces: dict[str, np.ndarray], path: str, title: str) -> None:
+    """Objective against iteration, one line per group of identical traces (the legend names
+    every seed in it, so seeds that overlap are seen to overlap), log scale when all
+    positive; 1100 x 605 px."""
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
+    groups = same_traces(traces)
+    for index, group in enumerate(groups):
+        trace = np.asarray(traces[group[0]])
+        label = group[0] if len(group) == 1 else f"{', '.join(group)} (identical)"
+        ax.plot(np.arange(len(trace)), trace, marker="." if len(trace) < 50 else None, label=label, lw=1.5,
+                linestyle=("-", "--", ":", "-.")[index % 4])
+    ax.set_xlabel("iteration", fontsize=12)
+    ax.set_ylabel("objective", fontsize=12)
+    ax.tick_params(labelsize=11)
+    shown = f"{len(groups)} distinct trace(s) over {len(traces)} run(s)" if len(traces) > 1 else ""
+    ax.set_title(f"{title}\n{shown}" if shown else title, fontsize=12)
     ax.grid(alpha=0.3)
     if all(np.all(np.asarray(trace) > 0) for trace in traces.values()):
         ax.set_yscale("log")
-    if 1 < len(traces) <= 10:
-        ax.legend(fontsize=6, ncol=2)
-    fig.subplots_adjust(left=0.16, right=0.97, bottom=0.15, top=0.9)  # tight_layout costs a third of the draw
+    if 1 < len(groups) <= 12 or len(groups) < len(traces):
+        ax.legend(fontsize=10, ncol=2)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.1, top=0.88)  # tight_layout costs a third of the draw
     fig.savefig(path)
     plt.close(fig)
 
@@ -47,11 +70,14 @@ def heatmap_layout(matrix) -> tuple[np.ndarray, tuple]:
     def ticks(names, groups, order):
         return tuple(f"{groups[b]}:{name}" if groups[b] else name for b in order for name in names[b])
 
+    title = matrix.title
+    if len(matrix.blocks) < len(rows) * len(cols):
+        title += "\n(blank blocks: pairs the method has no value for, e.g. a task with itself)"
     finite = full[np.isfinite(full)]
     vmin = min(0.0, float(finite.min())) if finite.size else 0.0
     vmax = max(1.0, float(finite.max())) if finite.size else 1.0
     layout = (ticks(matrix.row_names, matrix.row_groups, rows), ticks(matrix.col_names, matrix.col_groups, cols),
-              tuple(row_offsets), tuple(col_offsets), matrix.title, vmin, vmax)
+              tuple(row_offsets), tuple(col_offsets), title, vmin, vmax)
     return full, layout
 
 
@@ -68,7 +94,7 @@ def block_heatmap(matrix, path: str) -> None:
     image.axes.draw_artist(image)
     for line in separators:
         image.axes.draw_artist(line)
-    Image.fromarray(np.asarray(figure.canvas.buffer_rgba())).save(path)
+    Image.fromarray(np.asarray(figure.canvas.buffer_rgba())).save(path, compress_level=1)  # fast; flat colours
 
 
 MAX_TICKS = 80  # an axis with more entries (samples) gets no per-entry tick labels
@@ -77,9 +103,9 @@ MAX_TICKS = 80  # an axis with more entries (samples) gets no per-entry tick lab
 def _heatmap_frame(row_ticks: tuple[str, ...], col_ticks: tuple[str, ...], row_offsets: tuple[int, ...],
                    col_offsets: tuple[int, ...], title: str, vmin: float, vmax: float) -> tuple:
     """(figure, image artist, separator lines, rendered background) of one heatmap layout."""
-    width = min(16.0, 3.5 + 0.22 * min(len(col_ticks), MAX_TICKS))
-    height = min(16.0, 2.5 + 0.22 * min(len(row_ticks), MAX_TICKS))
-    figure = Figure(figsize=(width, height), dpi=72)
+    width = min(20.0, max(10.0, 3.5 + 0.22 * min(len(col_ticks), MAX_TICKS)))  # at least 1000 px
+    height = min(20.0, max(6.0, 2.5 + 0.22 * min(len(row_ticks), MAX_TICKS)))
+    figure = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
     image = ax.imshow(np.zeros((len(row_ticks), len(col_ticks))), cmap="viridis", vmin=vmin, vmax=vmax,
@@ -87,10 +113,10 @@ def _heatmap_frame(row_ticks: tuple[str, ...], col_ticks: tuple[str, ...], row_o
     separators = [ax.axhline(edge - 0.5, color="k", lw=0.8, animated=True) for edge in row_offsets[1:-1]]
     separators += [ax.axvline(edge - 0.5, color="k", lw=0.8, animated=True) for edge in col_offsets[1:-1]]
     ax.set_yticks(range(len(row_ticks)) if len(row_ticks) <= MAX_TICKS else [],
-                  row_ticks if len(row_ticks) <= MAX_TICKS else [], fontsize=6)
+                  row_ticks if len(row_ticks) <= MAX_TICKS else [], fontsize=9)
     ax.set_xticks(range(len(col_ticks)) if len(col_ticks) <= MAX_TICKS else [],
-                  col_ticks if len(col_ticks) <= MAX_TICKS else [], fontsize=6, rotation=90)
-    ax.set_title(title, fontsize=8)
+                  col_ticks if len(col_ticks) <= MAX_TICKS else [], fontsize=9, rotation=90)
+    ax.set_title(title, fontsize=12)
     figure.colorbar(image, ax=ax, shrink=0.7)
     figure.subplots_adjust(left=0.25, bottom=0.25, right=0.95, top=0.93)
     figure.canvas.draw()  # everything but the animated artists

@@ -25,7 +25,7 @@ def run_once(run: Settings) -> dict[str, float]:
     outcome = run_trial(dataset, prototype, trial, cache=None)
     client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment, run.tracking.artifact_root)
     mlflow_run = client.create_run(experiment_id, run_name=f"{run.method.name} on {run.data.name} seed={run.seed}",
-                                   tags=tracking.dataset_tags(dataset))
+                                   tags={**tracking.dataset_tags(dataset), **tracking.provenance_tags("python -m mtc.run")})
     tracking.log_trial(client, mlflow_run.info.run_id, outcome,
                        trial_params(run.method.name, prototype, trial, run.data.resolved), dataset.task_names)
     client.set_terminated(mlflow_run.info.run_id, "FINISHED")

@@ -246,11 +246,13 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
     dataset = datasets[0]
     prototype = spec.prototype(n_clusters=dataset.n_clusters)
     client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment, run.tracking.artifact_root)
-    tags = {**tracking.draws_tags(datasets), "mtc.method": spec.name, "mtc.data": run.data.name}
+    tags = {**tracking.draws_tags(datasets), **tracking.provenance_tags("python -m mtc.sweep"), "mtc.method": spec.name,
+            "mtc.data": run.data.name}
     sweep_key = stable_hash(spec.name, spec.params, spec.grid, sweep.repeats, run.data.resolved,
                             tags[tracking.DATASET_HASH_TAG])
     parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, sweep.name, run.resolved, tags, sweep.resume)
     try:
+        tracking.log_dataset_input(client, parent_id, run.data.name, datasets, run.data.resolved)
         pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, spec.name, trials, tags)
         print(f"sweep {sweep.name}: {len(trials)} trials ({len(finished)} already finished), MLflow parent run {parent_id}")
         tuner_seconds, tune_trials, tune_errors = 0.0, 0, 0

@@ -23,6 +23,8 @@ SWEEP_KEY_TAG = "mtc.sweep_key"
 TRIAL_KEY_TAG = "mtc.trial_key"
 POINT_TAG = "mtc.point"
 DATASET_HASH_TAG = "mtc.dataset_hash"
+# MLflow 3's UI opens an experiment on its GenAI overview unless this tag says otherwise.
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 
 
 def client_for(tracking_uri: str):
@@ -50,6 +52,8 @@ def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
     drivers creating it at once both get the one that was created."""
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
+        if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment.experiment_id
     from mlflow.exceptions import MlflowException
 
@@ -57,11 +61,47 @@ def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
     if artifact_root:
         location = Path(artifact_root).resolve().as_uri() if "://" not in artifact_root else artifact_root
     try:
-        return client.create_experiment(name, artifact_location=location)
+        return client.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
     except MlflowException as error:  # another driver created it since we looked
         if error.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
         return client.get_experiment_by_name(name).experiment_id
+
+
+def provenance_tags(entry_point: str) -> dict[str, str]:
+    """The code that ran: the git commit of the working tree (with ``-dirty`` when it has
+    uncommitted changes) as MLflow's own source tags, which its UI shows."""
+    import subprocess
+    from importlib.metadata import version
+
+    import mtc
+
+    root = Path(mtc.__file__).resolve().parents[1]
+    tags = {"mlflow.source.name": entry_point, "mlflow.source.type": "LOCAL", "mtc.version": version("mtc")}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                               text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return tags
+    if commit.returncode == 0:
+        tags["mlflow.source.git.commit"] = commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    return tags
+
+
+def log_dataset_input(client, run_id: str, name: str, datasets: dict, data_config: dict) -> None:
+    """The sweep's data as an MLflow dataset input: name, content hash, the data config as
+    its source and the samples and features per task as its profile."""
+    from mlflow.entities import Dataset, DatasetInput
+
+    first = datasets[min(datasets)]
+    profile = {"draws": len({id(d) for d in datasets.values()}),
+               "tasks": {task.name: {"samples": task.n_samples, "features": int(X.shape[1]),
+                                     "classes": len(task.class_names)}
+                         for task, X in zip(first.tasks, first.matrices)}}
+    digest = draws_tags(datasets)[DATASET_HASH_TAG]
+    client.log_inputs(run_id, datasets=[DatasetInput(Dataset(name, digest[:36], "mtc", json.dumps(data_config, default=str),
+                                                            profile=json.dumps(profile)))])
 
 
 def dataset_tags(dataset) -> dict[str, str]:

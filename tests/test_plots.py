@@ -27,6 +27,8 @@ def test_reused_heatmap_frame_shows_exactly_the_current_matrices(tmp_path):
     np.testing.assert_array_equal(pictures[0], pictures[2])  # and nothing of the previous draw is left
     blank = pictures[0][..., :3].min(axis=2) == 255
     assert blank.mean() > 0.3  # the diagonal blocks (not given) and the margins stay white
+    assert pictures[0].shape[1] >= 1000
+    assert "blank blocks" in heatmap_layout(named(first))[1][4]  # the title says why blocks are blank
 
 
 def test_layout_places_every_block_and_names_its_entries():
@@ -37,3 +39,14 @@ def test_layout_places_every_block_and_names_its_entries():
     assert np.isnan(full[:2, :2]).all() and np.isnan(full[2:, 2:]).all()
     assert row_ticks == ("task1:a", "task1:b", "task2:a", "task2:b", "task2:c") == col_ticks
     assert (vmin, vmax) == (0.0, 5.0)
+
+
+def test_figures_are_at_least_1000_px_wide_and_identical_seeds_are_said_to_overlap(tmp_path):
+    import matplotlib.image
+
+    from mtc.plots import convergence_plot, same_traces
+
+    traces = {"seed 0": np.array([4.0, 2.0, 1.0]), "seed 1": np.array([4.0, 2.0, 1.0]), "seed 2": np.array([5.0, 1.0])}
+    assert same_traces(traces) == [["seed 0", "seed 1"], ["seed 2"]]
+    convergence_plot(traces, str(tmp_path / "c.png"), "demo")
+    assert matplotlib.image.imread(tmp_path / "c.png").shape[1] >= 1000

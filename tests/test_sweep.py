@@ -1,6 +1,7 @@
 """End to end: Hydra config -> Ray Tune trials -> MLflow runs -> report (local Ray), with a
 solver from outside the package (tests/plugin: one module + one config, no platform change)."""
 
+import json
 import os
 from pathlib import Path
 
@@ -121,6 +122,13 @@ def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     assert parent.data.metrics["best_by_acc/acc/mean"] == 1.0
     assert parent.data.tags["mlflow.note.content"] == report  # the run's description is the report
     assert parent.data.params["swept.shift"] == "[1.0]" and parent.data.params["swept.fail"] == "[false, true]"
+    assert len(parent.data.tags["mlflow.source.git.commit"].removesuffix("-dirty")) == 40  # the code that ran
+    (dataset,) = parent.inputs.dataset_inputs  # the data as an MLflow dataset input
+    assert dataset.dataset.name == "synthetic" and dataset.dataset.digest == \
+        parent.data.tags[tracking.DATASET_HASH_TAG][:36]
+    assert json.loads(dataset.dataset.profile)["tasks"]["task0"]["samples"] == 80
+    experiment = client.get_experiment(result["experiment_id"])
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on the runs
     assert parent.data.metrics["best_by_stability/stability/mean"] == 1.0  # k-means on separated clusters
 
 
