@@ -1,0 +1,710 @@
+"""Compare methods across finished sweeps: ``python -m mtc.compare``.
+
+Every FINISHED parent run of the experiment is one sweep of one method on one benchmark
+(the run name without its ``<method>-`` prefix, else the tag ``mtc.data``); of several
+sweeps of the same (benchmark, method) the newest is read. For each sweep the grid points
+of every selection of ``mtc.report.SELECTIONS`` are found (the best by accuracy, which
+uses labels, and the label-free ones), and this module writes to ``--out``:
+
+- ``compare.md``: per benchmark, methods x tasks "mean ± std" over seeds at the best grid
+  point beside the published numbers (``mtc/published_results.csv``), the accuracy at each
+  label-free point with its gap to the best point, Wilcoxon signed-rank tests (paired by
+  seed) of the best method against each other one, grid heatmaps; over all benchmarks, the
+  Friedman test, average ranks, Nemenyi post-hoc p-values and a critical-difference diagram;
+- ``cells.csv``, ``wilcoxon.csv``, ``friedman.csv``, ``nemenyi.csv`` and the PNGs;
+
+and logs the same files to an MLflow run of their own (run name ``compare``, tag
+``mtc.kind=compare``) unless ``--no-log``. Bad input (no store, no finished sweep, an
+unknown metric) is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scikit_posthocs
+from matplotlib.figure import Figure
+from scipy import stats
+
+from mtc import preflight, tracking
+from mtc.cli import fail
+from mtc.errors import InputError
+from mtc.metrics import METRIC_NAMES
+from mtc.report import SELECTIONS, PointSummary, best_point, summarize
+from mtc.sweep import trial_records
+
+PUBLISHED = Path(__file__).with_name("published_results.csv")
+BEST = "acc"  # the selection the comparison tables, tests and ranks use (the papers' protocol)
+LABEL_FREE = tuple(selection for selection in SELECTIONS if selection != BEST)
+SECOND_METRIC = "nmi_max"  # tabled beside --metric (the papers' NMI)
+KIND_TAG = "mtc.kind"
+ALPHA = 0.05  # the Nemenyi test's level (the critical-difference diagram's bars)
+MIN_PAIRS = 2  # fewer paired seeds than this: no Wilcoxon test
+FIGURE_DPI = 100  # every figure is at least 12 inches wide: >= 1200 px
+FRIEDMAN_COLUMNS = ["method", "average_rank", "statistic", "p", "n_cells", "n_methods", "critical_difference"]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One finished sweep as read back from MLflow.
+
+    Attributes
+    ----------
+    benchmark, method : str
+        The benchmark (data config or sweep-name suffix) and method of the sweep.
+    run_id : str
+        Its parent run.
+    points : dict[str, PointSummary]
+        The grid point of each selection of ``SELECTIONS`` that its runs allow.
+    trials : pandas.DataFrame
+        One row per finished trial: ``point``, ``seed`` and one column per metric.
+    """
+
+    benchmark: str
+    method: str
+    run_id: str
+    points: dict[str, PointSummary]
+    trials: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``compare.md`` shows; each frame is also written as a CSV."""
+
+    sweeps: list[Sweep]
+    cells: pd.DataFrame
+    wilcoxon: pd.DataFrame
+    friedman: pd.DataFrame
+    nemenyi: pd.DataFrame
+    rank_table: pd.DataFrame
+    notes: list[str]
+
+
+# --- reading the store -------------------------------------------------------------------
+
+
+def open_experiment(uri: str, experiment: str):
+    """A client of the tracking store and the experiment's id.
+
+    Raises
+    ------
+    InputError
+        The store does not exist or does not answer, or has no such experiment.
+    """
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):]).resolve()
+        if not path.is_file():
+            raise InputError(f"no tracking store at {path}; pass the sweeps' store with --tracking-uri "
+                             "sqlite:///<path>.db")
+        uri = f"sqlite:///{path}"
+    preflight.check_tracking(uri)
+    client = tracking.client_for(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        names = ", ".join(e.name for e in client.search_experiments()) or "none"
+        raise InputError(f"no experiment {experiment!r} in {uri} (experiments: {names}); choose one with --experiment")
+    return client, found.experiment_id
+
+
+def finished_parents(client, experiment_id: str) -> list:
+    """The FINISHED parent runs of sweeps (a ``mtc.sweep_key`` tag, no parent of their own)."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], max_results=1000, page_token=token,
+                                  filter_string=f"attributes.status = 'FINISHED' and "
+                                                f"tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'")
+        runs.extend(run for run in page if tracking.PARENT_TAG not in run.data.tags)
+        token = page.token
+        if not token:
+            return runs
+
+
+def benchmark_name(run) -> str:
+    """The run name without its ``<method>-`` prefix, else the sweep's data config."""
+    prefix = f"{run.data.tags.get('mtc.method', '')}-"
+    name = run.info.run_name or ""
+    if name.startswith(prefix) and len(name) > len(prefix):
+        return name[len(prefix):]
+    return run.data.tags.get("mtc.data", "?")
+
+
+def newest_per_pair(runs: list) -> tuple[dict[tuple[str, str], object], list[str]]:
+    """The newest run per (benchmark, method), and a note for each pair that had several.
+
+    Parameters
+    ----------
+    runs : list of mlflow.entities.Run
+        Parent runs of finished sweeps.
+
+    Returns
+    -------
+    newest : dict
+        ``{(benchmark, method): run}``.
+    notes : list of str
+        Which older runs were left out.
+    """
+    groups: dict[tuple[str, str], list] = {}
+    for run in runs:
+        groups.setdefault((benchmark_name(run), run.data.tags.get("mtc.method", "?")), []).append(run)
+    newest, notes = {}, []
+    for pair, group in sorted(groups.items()):
+        group.sort(key=lambda run: run.info.start_time, reverse=True)
+        newest[pair] = group[0]
+        if len(group) > 1:
+            older = ", ".join(run.info.run_id for run in group[1:])
+            notes.append(f"{pair[1]} on {pair[0]}: {len(group)} finished sweeps; the newest "
+                         f"({group[0].info.run_id}) is read, not {older}")
+    return newest, notes
+
+
+def select(parents: dict, benchmarks: list[str] | None, methods: list[str] | None) -> dict:
+    """The (benchmark, method) pairs that ``--benchmarks`` and ``--methods`` keep (all when not given)."""
+    return {pair: run for pair, run in parents.items()
+            if (not benchmarks or pair[0] in benchmarks) and (not methods or pair[1] in methods)}
+
+
+def trial_frame(records) -> pd.DataFrame:
+    """The finished trials of a sweep: ``point``, ``seed`` and one column per metric."""
+    return pd.DataFrame([{"point": r.point, "seed": r.seed, **r.metrics} for r in records if r.status == "FINISHED"])
+
+
+def selection_points(summaries: list[PointSummary]) -> tuple[dict[str, PointSummary], list[str]]:
+    """The grid point of every selection of ``SELECTIONS``; a selection whose metric the runs
+    lack (older sweeps) is left out, and named in the returned list."""
+    points, missing = {}, []
+    for selection in SELECTIONS:
+        try:
+            points[selection] = best_point(summaries, selection)
+        except (KeyError, ValueError):
+            missing.append(selection)
+    return points, missing
+
+
+def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep], list[str]]:
+    """Read every chosen sweep's child runs; returns the sweeps and notes on what was left out."""
+    sweeps, notes = [], []
+    for (benchmark, method), run in parents.items():
+        records = trial_records(client, experiment_id, run.info.run_id)
+        points, missing = selection_points(summarize(records))
+        if BEST not in points:
+            notes.append(f"{method} on {benchmark} ({run.info.run_id}): no finished trial with accuracy; left out")
+            continue
+        if missing:
+            notes.append(f"{method} on {benchmark}: no {', '.join(missing)} point (its runs lack the metric)")
+        sweeps.append(Sweep(benchmark, method, run.info.run_id, points, trial_frame(records)))
+    return sweeps, notes
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+def load_published(path: Path) -> pd.DataFrame:
+    """Published numbers, one row per (benchmark, method, task, metric): where several papers
+    print the same cell the first row of the file is kept. Methods of ours only (a ``paper:``
+    method has no config here)."""
+    published = pd.read_csv(path, dtype={"benchmark": str, "method": str, "task": str, "metric": str})
+    published = published[~published.method.str.startswith("paper:")]
+    published = published.drop_duplicates(["benchmark", "method", "task", "metric"], keep="first")
+    return published.assign(paper_table=published.paper + " " + published.table).rename(
+        columns={"mean": "paper_mean", "std": "paper_std"})[
+        ["benchmark", "method", "task", "metric", "paper_mean", "paper_std", "paper_table"]]
+
+
+def task_order(tasks) -> list[str]:
+    """Task names sorted, their mean last."""
+    return sorted(set(tasks), key=lambda task: (task == "mean", task))
+
+
+def summary_rows(sweep: Sweep, selection: str, metric: str) -> list[dict]:
+    """One row per task (and the mean) of ``metric`` at the sweep's point of ``selection``."""
+    point = sweep.points[selection]
+    prefix = f"{metric}/"
+    tasks = task_order(key[len(prefix):] for key in point.mean if key.startswith(prefix))
+    return [{"benchmark": sweep.benchmark, "method": sweep.method, "task": task, "metric": metric,
+             "selection": selection, "point": point.point, "mean": point.mean[f"{prefix}{task}"],
+             "std": point.std[f"{prefix}{task}"], "n": point.n_runs}
+            for task in tasks]
+
+
+def cell_frame(sweeps: list[Sweep], metrics: list[str], published: pd.DataFrame) -> pd.DataFrame:
+    """``cells.csv``: mean, std and number of seeds of every metric, task and selection of
+    every sweep, with the published number of the same benchmark, method, task and metric."""
+    rows = [row for sweep in sweeps for selection in sweep.points for metric in metrics
+            for row in summary_rows(sweep, selection, metric)]
+    cells = pd.DataFrame(rows, columns=["benchmark", "method", "task", "metric", "selection", "point", "mean",
+                                        "std", "n"])
+    return cells.merge(published, on=["benchmark", "method", "task", "metric"], how="left")
+
+
+def seed_values(sweeps: list[Sweep], metric: str) -> pd.DataFrame:
+    """Per-seed values of ``metric`` at each sweep's best point: benchmark, method, task, seed, value."""
+    frames = []
+    for sweep in sweeps:
+        at_best = sweep.trials[sweep.trials.point == sweep.points[BEST].point].set_index("seed")
+        columns = [c for c in at_best.columns if c.startswith(f"{metric}/")]
+        long = at_best[columns].rename(columns=lambda c: c.split("/", 1)[1]).rename_axis(columns="task")
+        frames.append(long.stack().rename("value").reset_index().assign(benchmark=sweep.benchmark,
+                                                                        method=sweep.method))
+    return pd.concat(frames, ignore_index=True)
+
+
+def wilcoxon_pair(best: pd.Series, other: pd.Series) -> dict:
+    """Wilcoxon signed-rank test of two methods' per-seed values (indexed by seed), on the
+    seeds present for both.
+
+    Returns
+    -------
+    dict
+        ``n_pairs``, ``statistic``, ``p`` (NaN when not tested) and ``note`` (why not
+        tested, all differences zero, or scipy's warnings, e.g. a normal approximation).
+    """
+    paired = pd.concat([best, other], axis=1, join="inner").dropna()
+    n = len(paired)
+    if n < MIN_PAIRS:
+        return {"n_pairs": n, "statistic": np.nan, "p": np.nan,
+                "note": f"{n} seed(s) with results for both: too few for a test (needs {MIN_PAIRS})"}
+    differences = paired.iloc[:, 0] - paired.iloc[:, 1]
+    if not differences.any():
+        return {"n_pairs": n, "statistic": np.nan, "p": 1.0, "note": "all differences zero"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = stats.wilcoxon(paired.iloc[:, 0], paired.iloc[:, 1])
+    nonzero = int((differences != 0).sum())
+    notes = [" ".join(str(w.message).split()) for w in caught]
+    if 2.0 / 2 ** nonzero > ALPHA:
+        notes.append(f"{nonzero} non-zero difference(s): p cannot go below {2.0 / 2 ** nonzero:.3g}")
+    return {"n_pairs": n, "statistic": float(result.statistic), "p": float(result.pvalue), "note": "; ".join(notes)}
+
+
+def wilcoxon_frame(values: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``wilcoxon.csv``: per benchmark and task, the best method (highest mean over its seeds)
+    against each other method, paired by seed."""
+    rows = []
+    for (benchmark, task), cell in values.groupby(["benchmark", "task"], sort=True):
+        by_seed = cell.pivot(index="seed", columns="method", values="value")
+        means = by_seed.mean().sort_index().sort_values(ascending=False, kind="stable")
+        best = means.index[0]
+        rows += [{"benchmark": benchmark, "task": task, "metric": metric, "best": best, "other": other,
+                  "best_mean": means[best], "other_mean": means[other],
+                  **wilcoxon_pair(by_seed[best], by_seed[other])} for other in means.index[1:]]
+    tests = pd.DataFrame(rows, columns=["benchmark", "task", "metric", "best", "other", "best_mean", "other_mean",
+                                        "n_pairs", "statistic", "p", "note"])
+    order = {task: i for i, task in enumerate(task_order(tests.task))}
+    return tests.sort_values(["benchmark", "task"], key=lambda c: c.map(order) if c.name == "task" else c,
+                             kind="stable", ignore_index=True)
+
+
+def shared_methods(present: pd.DataFrame) -> list[str]:
+    """Of a (cells x methods) table of which method has a result where, the set of >= 3
+    methods that all have results in the most cells (most results used: methods x cells; a tie
+    goes to more methods). Candidates are the sets of methods found together in one cell."""
+    patterns = np.unique(present.to_numpy(bool), axis=0)
+    patterns = patterns[patterns.sum(axis=1) >= 3]
+    if not len(patterns):
+        return []
+    covered = (present.to_numpy(bool)[None, :, :] >= patterns[:, None, :]).all(axis=2).sum(axis=1)
+    sizes = patterns.sum(axis=1)
+    best = np.lexsort((-sizes, -(covered * sizes)))[0]
+    return list(present.columns[patterns[best]])
+
+
+def rank_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """(benchmark, task) x method means of ``metric`` at the best point, real tasks only (not
+    their mean), restricted to the shared methods and the cells where all of them have results."""
+    chosen = cells[(cells.selection == BEST) & (cells.metric == metric) & (cells.task != "mean")]
+    table = chosen.pivot_table(index=["benchmark", "task"], columns="method", values="mean")
+    methods = shared_methods(table.notna())
+    return table[methods].dropna() if methods else table.iloc[:0, :0]
+
+
+def critical_difference(n_methods: int, n_cells: int) -> float:
+    """Nemenyi's critical difference of average ranks at level ALPHA (Demsar 2006): the
+    studentized range quantile (scipy) over sqrt(2), times sqrt(k (k + 1) / (6 N))."""
+    q = stats.studentized_range.ppf(1 - ALPHA, n_methods, np.inf) / np.sqrt(2)
+    return float(q * np.sqrt(n_methods * (n_methods + 1) / (6 * n_cells)))
+
+
+def friedman_frames(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Friedman test over the cells of ``table`` and Nemenyi's post-hoc p-values.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        (benchmark, task) x method, a mean score in every entry; at least 3 methods and 2 cells.
+
+    Returns
+    -------
+    friedman : pandas.DataFrame
+        One row per method: its average rank (1 = highest score; ties share the mean rank)
+        and, on every row, the test's statistic, p, number of cells and methods, and the
+        critical difference.
+    nemenyi : pandas.DataFrame
+        method x method p-values (scikit-posthocs' posthoc_nemenyi_friedman).
+    """
+    result = stats.friedmanchisquare(*table.to_numpy().T)
+    ranks = table.rank(axis=1, ascending=False).mean().sort_values()
+    friedman = pd.DataFrame({"method": ranks.index, "average_rank": ranks.to_numpy(),
+                             "statistic": result.statistic, "p": result.pvalue, "n_cells": len(table),
+                             "n_methods": table.shape[1],
+                             "critical_difference": critical_difference(table.shape[1], len(table))},
+                            columns=FRIEDMAN_COLUMNS)
+    nemenyi = scikit_posthocs.posthoc_nemenyi_friedman(table.to_numpy())
+    nemenyi.index = nemenyi.columns = table.columns
+    return friedman, nemenyi.rename_axis(index="method", columns=None)
+
+
+# --- figures -----------------------------------------------------------------------------
+
+
+def parse_point(label: str) -> dict[str, str]:
+    """A grid point label ``"k1=v1,k2=v2"`` as ``{k1: v1, k2: v2}`` (a value may hold commas,
+    as a list does); ``"defaults"`` (no grid) is ``{}``."""
+    if label == "defaults":
+        return {}
+    return dict(part.split("=", 1) for part in re.split(r",(?=[A-Za-z_]\w*=)", label))
+
+
+def value_order(values: pd.Series) -> list[str]:
+    """Distinct values of a grid parameter, numerically ordered when all are numbers."""
+    distinct = values.unique()
+    numbers = pd.to_numeric(pd.Series(distinct), errors="coerce")
+    return list(distinct[np.argsort(numbers.to_numpy())]) if numbers.notna().all() else sorted(distinct)
+
+
+def grid_statistics(trials: pd.DataFrame, column: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Mean and std over seeds of ``column`` on the grid of the two grid parameters with the
+    most values (columns: the one with more; rows: the other, or one row), averaged per seed over
+    any other parameter.
+
+    Returns
+    -------
+    mean, std : pandas.DataFrame
+        rows x columns of the grid.
+    averaged : list of str
+        The parameters averaged over.
+    """
+    params = pd.DataFrame([parse_point(p) for p in trials.point], index=trials.index)
+    counts = params.nunique().sort_values(ascending=False, kind="stable")
+    main, averaged = list(counts.index[:2]), list(counts.index[2:])
+    keys = pd.DataFrame({"col": params[main[0]], "row": params[main[1]] if len(main) > 1 else "",
+                         "seed": trials.seed, "value": trials[column]})
+    per_seed = keys.groupby(["row", "col", "seed"]).value.mean()
+    grouped = per_seed.groupby(["row", "col"])
+    rows = value_order(keys.row) if len(main) > 1 else [""]
+    columns = value_order(keys.col)
+    shape = {"index": rows, "columns": columns}
+    mean = grouped.mean().unstack("col").reindex(**shape)
+    std = grouped.std().unstack("col").reindex(**shape)
+    return mean.rename_axis(index=main[1] if len(main) > 1 else None, columns=main[0]), std, averaged
+
+
+def draw_heatmap(mean: pd.DataFrame, std: pd.DataFrame, title: str, colorbar: str, path: Path) -> None:
+    """A heatmap of ``mean`` with "mean\\n± std" written in every cell."""
+    width = max(12.0, 1.3 * mean.shape[1] + 4)
+    fig = Figure(figsize=(width, max(3.5, 1.0 * mean.shape[0] + 2.5)), dpi=FIGURE_DPI)
+    ax = fig.subplots()
+    image = ax.imshow(mean.to_numpy(float), cmap="viridis", aspect="auto")
+    low, high = image.get_clim()
+    for (i, j), value in np.ndenumerate(mean.to_numpy(float)):
+        if np.isnan(value):  # a grid that is not a full product of its values
+            continue
+        spread = std.iat[i, j]
+        text = f"{value:.3f}" + ("" if np.isnan(spread) else f"\n± {spread:.3f}")
+        dark = high == low or (value - low) / (high - low) < 0.6
+        ax.text(j, i, text, ha="center", va="center", fontsize=13, color="white" if dark else "black")
+    ax.set_xticks(range(mean.shape[1]), [str(c) for c in mean.columns], fontsize=13)
+    rows = [str(r) for r in mean.index] if mean.index.name else []  # one unnamed row: no tick
+    ax.set_yticks(range(len(rows)), rows, fontsize=13)
+    ax.set_xlabel(mean.columns.name, fontsize=14)
+    ax.set_ylabel(mean.index.name or "", fontsize=14)
+    ax.set_title(title, fontsize=14)
+    fig.colorbar(image, ax=ax).set_label(colorbar, fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def sweep_heatmap(sweep: Sweep, metric: str, out: Path) -> Path | None:
+    """The grid heatmap of ``<metric>/mean`` of one sweep as a PNG in ``out``; None for a
+    sweep with no grid parameter."""
+    if (sweep.trials.point == "defaults").all():
+        return None
+    mean, std, averaged = grid_statistics(sweep.trials, f"{metric}/mean")
+    title = f"{sweep.method} on {sweep.benchmark}: mean {metric} over tasks, mean ± std over seeds"
+    if averaged:
+        title += f"\n(averaged over {', '.join(averaged)})"
+    path = out / f"grid_{sweep.method}_{sweep.benchmark}.png"
+    draw_heatmap(mean, std, title, f"mean {metric}", path)
+    return path
+
+
+def draw_cd_diagram(friedman: pd.DataFrame, nemenyi: pd.DataFrame, metric: str, path: Path) -> None:
+    """The critical-difference diagram (scikit-posthocs) of the average ranks."""
+    ranks = friedman.set_index("method").average_rank
+    first = friedman.iloc[0]
+    fig = Figure(figsize=(12, max(3.5, 0.45 * len(ranks) + 2.5)), dpi=FIGURE_DPI)
+    ax = fig.subplots()
+    scikit_posthocs.critical_difference_diagram(ranks, nemenyi, ax=ax, label_props={"fontsize": 14})
+    ax.tick_params(labelsize=13)
+    fig.suptitle(f"average rank of {metric} over {first.n_cells} (benchmark, task) cells (1 = best)\nbars join "
+                 f"methods Nemenyi does not separate (p >= {ALPHA}); "
+                 f"critical difference {first.critical_difference:.2f}", fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+# --- compare.md --------------------------------------------------------------------------
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A data frame as a markdown table (index not shown)."""
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * frame.shape[1]]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def mean_std(mean: float, std: float) -> str:
+    """Format as "mean ± std" (4 decimals): "" when there is no mean, the mean alone without a std."""
+    if pd.isna(mean):
+        return ""
+    return f"{mean:.4f}" if pd.isna(std) else f"{mean:.4f} ± {std:.4f}"
+
+
+def score_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Methods x tasks (and mean): "mean ± std" at the best point, and the published number
+    beside every task for which some method has one."""
+    chosen = cells[(cells.selection == BEST) & (cells.metric == metric)]
+    tasks = task_order(chosen.task)
+    ours = chosen.assign(text=[mean_std(m, s) for m, s in zip(chosen["mean"], chosen["std"])])
+    paper = chosen.assign(text=[mean_std(m, s) for m, s in zip(chosen.paper_mean, chosen.paper_std)])
+    table = ours.pivot(index="method", columns="task", values="text")
+    papers = paper.pivot(index="method", columns="task", values="text")
+    columns = {}
+    for task in tasks:
+        columns[task] = table.get(task)
+        if task in papers and papers[task].astype(bool).any():
+            columns[f"{task} (paper)"] = papers[task]
+    points = chosen.drop_duplicates("method").set_index("method").point
+    return pd.DataFrame({"point": points, **columns}).fillna("").reset_index()
+
+
+def label_free_table(cells: pd.DataFrame, selection: str) -> pd.DataFrame:
+    """Methods x tasks (and mean): accuracy at the point of ``selection`` and, in brackets, its
+    gap to the accuracy at the best point."""
+    acc = cells[cells.metric == "acc"].set_index(["method", "task", "selection"])
+    here = acc.xs(selection, level="selection")
+    gap = here["mean"] - acc.xs(BEST, level="selection")["mean"].reindex(here.index)
+    text = pd.Series([f"{mean_std(m, s)} ({g:+.4f})" for m, s, g in zip(here["mean"], here["std"], gap)],
+                     index=here.index).unstack("task")
+    tasks = task_order(text.columns)
+    points = here.point.groupby(level="method").first()
+    return pd.DataFrame({"point": points, **{task: text[task] for task in tasks}}).fillna("").reset_index()
+
+
+def wilcoxon_markdown(tests: pd.DataFrame) -> pd.DataFrame:
+    """wilcoxon.csv rows of one benchmark, formatted for compare.md."""
+    return pd.DataFrame({
+        "task": tests.task, "best": [f"{b} ({m:.4f})" for b, m in zip(tests.best, tests.best_mean)],
+        "other": [f"{o} ({m:.4f})" for o, m in zip(tests.other, tests.other_mean)], "seeds": tests.n_pairs,
+        "statistic": tests.statistic.map(lambda v: "" if pd.isna(v) else f"{v:g}"),
+        "p": tests.p.map(lambda v: "" if pd.isna(v) else f"{v:.4g}"), "note": tests.note.fillna("")})
+
+
+def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str], figures: dict) -> list[str]:
+    """The lines of compare.md on one benchmark."""
+    cells = comparison.cells[comparison.cells.benchmark == benchmark]
+    parts = [f"## {benchmark}", ""]
+    for metric in metrics:
+        parts += [f"### {metric} at the {SELECTIONS[BEST]}", "",
+                  markdown_table(score_table(cells, metric)), ""]
+    for selection in LABEL_FREE:
+        if (cells.selection == selection).any():
+            parts += [f"### acc at the label-free point `{selection}`: {SELECTIONS[selection]} (in brackets: minus "
+                      "the best point's acc)", "",
+                      markdown_table(label_free_table(cells, selection)), ""]
+    tests = comparison.wilcoxon[comparison.wilcoxon.benchmark == benchmark]
+    if len(tests):
+        parts += [f"### Wilcoxon signed-rank tests of {metrics[0]} (two-sided, paired by seed; best method against "
+                  "each other, not corrected for multiple tests)", "", markdown_table(wilcoxon_markdown(tests)), ""]
+    for sweep in comparison.sweeps:
+        if sweep.benchmark == benchmark:
+            figure = figures.get((sweep.method, benchmark))
+            parts += [f"![{sweep.method} on {benchmark}]({figure.name})" if figure else
+                      f"{sweep.method} on {benchmark}: no grid (one point), no heatmap", ""]
+    return parts
+
+
+def friedman_section(comparison: Comparison, metric: str, cd_figure: Path | None) -> list[str]:
+    """The lines of compare.md on the Friedman and Nemenyi tests over all benchmarks."""
+    parts = [f"## Friedman test of {metric} over (benchmark, task) cells", ""]
+    if cd_figure is None:
+        return parts + ["No Friedman test: it needs a set of at least 3 methods with results in at least 2 "
+                        "(benchmark, task) cells, not all tied in every cell.", ""]
+    first = comparison.friedman.iloc[0]
+    ranks = comparison.rank_table.rank(axis=1, ascending=False)
+    shown = comparison.rank_table.map("{:.4f}".format) + ranks.map(" ({:g})".format)
+    parts += [f"Methods with results in every cell used: {', '.join(comparison.rank_table.columns)}; "
+              f"{first.n_cells} cells (the best point's mean per task; the task mean is not a cell). "
+              f"Friedman chi-square = {first.statistic:.4g}, p = {first.p:.4g}.", "",
+              "Means (rank in the cell, 1 = best):", "", markdown_table(shown.reset_index()), "",
+              f"Average ranks (Nemenyi's critical difference at {ALPHA}: {first.critical_difference:.3f}):", "",
+              markdown_table(comparison.friedman[["method", "average_rank"]].round(3)), "",
+              "Nemenyi post-hoc p-values:", "", markdown_table(comparison.nemenyi.round(4).reset_index()), "",
+              f"![critical-difference diagram]({cd_figure.name})", ""]
+    return parts
+
+
+def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, cd_figure: Path | None,
+                     source: str) -> str:
+    """compare.md: the sweeps read, notes, one section per benchmark, the Friedman section."""
+    sweeps = pd.DataFrame([{"benchmark": s.benchmark, "method": s.method, "parent run": s.run_id,
+                            "seeds at best": s.points[BEST].n_runs,
+                            **{f"point: {sel}": s.points[sel].point if sel in s.points else "" for sel in SELECTIONS}}
+                           for s in comparison.sweeps])
+    parts = [f"# Comparison of {len(comparison.sweeps)} sweeps ({source})", "",
+             "Mean ± std (ddof = 1) over seeds. Published numbers: mtc/published_results.csv, matched on benchmark, "
+             "method, task and metric (where several papers print a cell, the first row of the file; methods with "
+             "no config of ours, `paper:*`, are not shown).", "",
+             markdown_table(sweeps), ""]
+    parts += [f"- {note}" for note in comparison.notes] + ([""] if comparison.notes else [])
+    for benchmark in sorted(set(sweeps.benchmark)):
+        parts += benchmark_section(benchmark, comparison, metrics, figures)
+    return "\n".join(parts + friedman_section(comparison, metrics[0], cd_figure))
+
+
+# --- the command ----------------------------------------------------------------------
+
+
+def check_metric(metric: str) -> None:
+    """Raise InputError unless ``metric`` is one of the per-task scores (METRIC_NAMES)."""
+    if metric not in METRIC_NAMES:
+        raise InputError(f"unknown --metric {metric!r}; choose one of {', '.join(METRIC_NAMES)}")
+
+
+def build_comparison(sweeps: list[Sweep], notes: list[str], metric: str, published: pd.DataFrame) -> Comparison:
+    """Cells, tests and ranks of the sweeps for ``metric`` (and acc and nmi_max in cells)."""
+    cells = cell_frame(sweeps, list(dict.fromkeys([metric, "acc", SECOND_METRIC])), published)
+    table = rank_table(cells, metric)
+    if table.shape[1] >= 3 and len(table) >= 2 and (table.nunique(axis=1) > 1).any():
+        friedman, nemenyi = friedman_frames(table)
+    else:
+        friedman, nemenyi = pd.DataFrame(columns=FRIEDMAN_COLUMNS), pd.DataFrame(index=pd.Index([], name="method"))
+    return Comparison(sweeps, cells, wilcoxon_frame(seed_values(sweeps, metric), metric), friedman, nemenyi,
+                      table, notes)
+
+
+def write_outputs(comparison: Comparison, metric: str, out: Path, source: str) -> list[Path]:
+    """Write compare.md, the CSVs and the PNGs to ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {(s.method, s.benchmark): sweep_heatmap(s, metric, out) for s in comparison.sweeps}
+    cd_figure = None
+    if len(comparison.friedman):
+        cd_figure = out / "critical_difference.png"
+        draw_cd_diagram(comparison.friedman, comparison.nemenyi, metric, cd_figure)
+    frames = {"cells.csv": comparison.cells, "wilcoxon.csv": comparison.wilcoxon,
+              "friedman.csv": comparison.friedman, "nemenyi.csv": comparison.nemenyi}
+    for name, frame in frames.items():
+        frame.to_csv(out / name, index=name == "nemenyi.csv")
+    metrics = list(dict.fromkeys([metric, SECOND_METRIC]))
+    (out / "compare.md").write_text(compare_markdown(comparison, metrics, figures, cd_figure, source))
+    figure_paths = [p for p in [*figures.values(), cd_figure] if p is not None]
+    return [out / "compare.md", *(out / name for name in frames), *figure_paths]
+
+
+def log_run(client, experiment_id: str, paths: list[Path], metric: str, sweeps: list[Sweep]) -> str:
+    """A new MLflow run "compare" (tag mtc.kind=compare) holding the files; returns its id."""
+    run = client.create_run(experiment_id, run_name="compare", tags={KIND_TAG: "compare"})
+    run_id = run.info.run_id
+    client.log_param(run_id, "metric", metric)
+    client.log_param(run_id, "sweeps", len(sweeps))
+    for path in paths:
+        client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", benchmarks: list[str] | None = None,
+            methods: list[str] | None = None, log: bool = True, published: Path = PUBLISHED) -> dict:
+    """Compare the finished sweeps of an experiment; write and (when ``log``) log the outputs.
+
+    Parameters
+    ----------
+    tracking_uri, experiment : str
+        The MLflow store and experiment holding the sweeps.
+    out : pathlib.Path
+        Folder for compare.md, the CSVs and the PNGs.
+    metric : str
+        The score of the tables, tests and ranks (one of METRIC_NAMES).
+    benchmarks, methods : list of str, optional
+        Keep only these (all when not given).
+    log : bool
+        Log the files to a new MLflow run "compare".
+    published : pathlib.Path
+        The CSV of published numbers.
+
+    Returns
+    -------
+    dict
+        ``comparison`` (Comparison), ``paths`` (files written), ``run_id`` (None without ``log``).
+
+    Raises
+    ------
+    InputError
+        Unknown metric, no store, no such experiment, no finished sweep (after the filters).
+    """
+    check_metric(metric)
+    client, experiment_id = open_experiment(tracking_uri, experiment)
+    parents, notes = newest_per_pair(finished_parents(client, experiment_id))
+    chosen = select(parents, benchmarks, methods)
+    if not chosen:
+        which = " matching --benchmarks/--methods" if parents else ""
+        raise InputError(f"no finished sweep{which} in experiment {experiment!r} of {tracking_uri}; run one with "
+                         "python -m mtc.sweep")
+    sweeps, skipped = load_sweeps(client, experiment_id, chosen)
+    if not sweeps:
+        raise InputError(f"no finished trial in the finished sweeps of experiment {experiment!r}: {'; '.join(skipped)}")
+    comparison = build_comparison(sweeps, notes + skipped, metric, load_published(published))
+    paths = write_outputs(comparison, metric, out, f"experiment `{experiment}` of {tracking_uri}")
+    run_id = log_run(client, experiment_id, paths, metric, sweeps) if log else None
+    return {"comparison": comparison, "paths": paths, "run_id": run_id}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line of ``python -m mtc.compare``."""
+    parser = argparse.ArgumentParser(prog="python -m mtc.compare", description=__doc__.splitlines()[0])
+    parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db", help="the sweeps' MLflow store")
+    parser.add_argument("--experiment", default="mtc")
+    parser.add_argument("--out", type=Path, default=Path("outputs/compare"), help="folder for the outputs")
+    parser.add_argument("--metric", default="acc", help=f"one of {', '.join(METRIC_NAMES)}")
+    parser.add_argument("--benchmarks", nargs="+", help="only these benchmarks")
+    parser.add_argument("--methods", nargs="+", help="only these methods")
+    parser.add_argument("--published", type=Path, default=PUBLISHED, help="CSV of published numbers")
+    parser.add_argument("--no-log", action="store_true", help="do not log the outputs to an MLflow run")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the command; bad input is one line on stderr and exit 2."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    preflight.process_env()
+    try:
+        result = compare(args.tracking_uri, args.experiment, args.out, args.metric, args.benchmarks, args.methods,
+                         not args.no_log, args.published)
+    except InputError as error:
+        fail(error)
+    comparison = result["comparison"]
+    for note in comparison.notes:
+        print(note)
+    print(f"compared {len(comparison.sweeps)} sweeps: {result['paths'][0]}")
+    if result["run_id"]:
+        print(f"MLflow compare run: {result['run_id']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""python -m mtc.compare on a real MLflow store: three tiny sweeps (kmeans, kernel k-means, symmetric
+NMF on hard synthetic data) run in-process, then the comparison's numbers recomputed from the
+child runs with scipy and scikit-posthocs."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import scikit_posthocs
+from matplotlib.image import imread
+from scipy import stats
+
+from mtc import tracking
+from mtc.cli import compose_config
+from mtc.compare import compare, grid_statistics, main, newest_per_pair, parse_point
+from mtc.config import settings
+from mtc.sweep import run_sweep
+
+pytestmark = pytest.mark.slow
+
+METHODS = {"kmeans": [], "kkm": ["++method.grid.kernel_width=[0.5,2.0]"],
+           "snmf": ["++method.grid.update=[sqrt,quarter]", "++method.grid.tol=[1e-3,1e-5]"]}
+REPEATS = 4
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """An MLflow SQLite store holding three finished sweeps on the same benchmark."""
+    tmp = tmp_path_factory.mktemp("compare")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    for method, overrides in METHODS.items():
+        run_sweep(settings(compose_config([
+            f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_root={tmp / 'artifacts'}",
+            "ray.num_cpus=2", "sweep.verbose=0", "data=synthetic", "data.params.samples_per_cluster=10",
+            "data.params.separation=0.7", f"sweep.repeats={REPEATS}", f"method={method}", *overrides])))
+    return tmp, uri
+
+
+@pytest.fixture(scope="module")
+def compared(store):
+    """The command run as a user runs it; its output folder and what it printed."""
+    tmp, uri = store
+    out = tmp / "out"
+    done = subprocess.run([sys.executable, "-m", "mtc.compare", "--tracking-uri", uri, "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return out, done.stdout
+
+
+def child_values(uri: str) -> pd.DataFrame:
+    """Every finished child run's acc per task at its sweep's best point, read straight from MLflow."""
+    client = tracking.client_for(uri)
+    experiment = client.get_experiment_by_name("mtc").experiment_id
+    rows = []
+    for parent in client.search_runs([experiment], "tags.`mtc.sweep_key` LIKE '%'"):
+        best = parent.data.tags["mtc.best_by_acc"]
+        for run in tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent.info.run_id}):
+            if run.info.status == "FINISHED" and run.data.tags[tracking.POINT_TAG] == best:
+                rows += [{"method": parent.data.tags["mtc.method"], "seed": run.data.params["seed"],
+                          "task": key.split("/", 1)[1], "value": value}
+                         for key, value in run.data.metrics.items() if key.startswith("acc/")]
+    return pd.DataFrame(rows)
+
+
+def test_cells_are_the_child_runs_means_and_stds(store, compared):
+    _, uri = store
+    out, _ = compared
+    cells = pd.read_csv(out / "cells.csv")
+    assert list(cells.columns) == ["benchmark", "method", "task", "metric", "selection", "point", "mean", "std", "n",
+                                   "paper_mean", "paper_std", "paper_table"]
+    best = cells[(cells.selection == "acc") & (cells.metric == "acc")].set_index(["method", "task"]).sort_index()
+    expected = child_values(uri).groupby(["method", "task"]).value.agg(["mean", "std", "size"]).sort_index()
+    assert list(best.index) == list(expected.index) and len(expected) == 3 * 4  # 3 methods x (3 tasks + mean)
+    np.testing.assert_allclose(best["mean"], expected["mean"], rtol=1e-12)
+    np.testing.assert_allclose(best["std"], expected["std"], rtol=1e-12)
+    assert (best.n == REPEATS).all() and (best.benchmark == "synthetic").all()
+    assert {"nmi_max", "acc"} <= set(cells.metric) and {"acc", "objective"} <= set(cells.selection)
+    assert cells.paper_mean.isna().all()  # no paper reports the synthetic data
+
+
+def test_wilcoxon_p_values_are_scipys_on_the_seed_pairs(store, compared):
+    _, uri = store
+    out, _ = compared
+    tests = pd.read_csv(out / "wilcoxon.csv")
+    values = child_values(uri)
+    assert len(tests) == 4 * 2  # (3 tasks + mean) x the best method against the 2 others
+    for row in tests.itertuples():
+        by_seed = values[values.task == row.task].pivot(index="seed", columns="method", values="value")
+        means = by_seed.mean()
+        assert row.best == means.idxmax() and row.best_mean == pytest.approx(means.max())
+        paired = by_seed[[row.best, row.other]].dropna()
+        assert row.n_pairs == len(paired) == REPEATS
+        if (paired[row.best] == paired[row.other]).all():
+            assert row.p == 1.0 and row.note == "all differences zero"
+        else:
+            expected = stats.wilcoxon(paired[row.best], paired[row.other])
+            assert row.p == pytest.approx(expected.pvalue) and row.statistic == pytest.approx(expected.statistic)
+    assert (tests.p < 1).any()  # the data is hard enough that the methods differ somewhere
+
+
+def test_friedman_and_nemenyi_are_the_libraries_on_the_rank_table(store, compared):
+    _, uri = store
+    out, _ = compared
+    table = child_values(uri).query("task != 'mean'").groupby(["task", "method"]).value.mean().unstack("method")
+    friedman = pd.read_csv(out / "friedman.csv")
+    expected = stats.friedmanchisquare(*table.to_numpy().T)
+    assert friedman.statistic.iloc[0] == pytest.approx(expected.statistic)
+    assert friedman.p.iloc[0] == pytest.approx(expected.pvalue)
+    assert (friedman.n_cells == 3).all() and (friedman.n_methods == 3).all()
+    ranks = table.rank(axis=1, ascending=False).mean()
+    assert dict(zip(friedman.method, friedman.average_rank)) == pytest.approx(ranks.to_dict())
+    nemenyi = pd.read_csv(out / "nemenyi.csv", index_col="method")
+    expected_p = scikit_posthocs.posthoc_nemenyi_friedman(table.to_numpy())
+    np.testing.assert_allclose(nemenyi.loc[table.columns, table.columns].to_numpy(), expected_p.to_numpy())
+
+
+def test_outputs_exist_and_figures_are_wide(compared):
+    out, stdout = compared
+    markdown = (out / "compare.md").read_text()
+    for heading in ("## synthetic", "### acc at the best grid point", "### nmi_max at the best grid point",
+                    "### acc at the label-free point `objective`", "### Wilcoxon signed-rank tests of acc",
+                    "## Friedman test of acc", "![critical-difference diagram](critical_difference.png)",
+                    "![kkm on synthetic](grid_kkm_synthetic.png)", "kmeans on synthetic: no grid"):
+        assert heading in markdown
+    for name in ("critical_difference.png", "grid_kkm_synthetic.png", "grid_snmf_synthetic.png"):
+        assert imread(out / name).shape[1] >= 1000
+    assert not (out / "grid_kmeans_synthetic.png").exists()  # no grid parameter
+    assert stdout.strip().splitlines()[-1].startswith("MLflow compare run: ")
+
+
+def test_the_compare_run_holds_the_files(store, compared):
+    _, uri = store
+    _, stdout = compared
+    run_id = stdout.strip().splitlines()[-1].split(": ")[1]
+    client = tracking.client_for(uri)
+    run = client.get_run(run_id)
+    assert run.info.run_name == "compare" and run.data.tags["mtc.kind"] == "compare" and run.info.status == "FINISHED"
+    assert {a.path for a in client.list_artifacts(run_id)} == {
+        "compare.md", "cells.csv", "wilcoxon.csv", "friedman.csv", "nemenyi.csv", "critical_difference.png",
+        "grid_kkm_synthetic.png", "grid_snmf_synthetic.png"}
+
+
+def test_published_numbers_are_matched(store, tmp_path):
+    _, uri = store
+    published = tmp_path / "published.csv"
+    published.write_text("paper,table,benchmark,method,task,metric,mean,std,note\n"
+                         "p1,Table 2,synthetic,kmeans,task1,acc,0.5,0.1,\n"
+                         "p2,Table 9,synthetic,kmeans,task1,acc,0.9,0.2,a later paper: not shown\n"
+                         "p1,Table 2,synthetic,paper:other,task1,acc,0.7,0.1,no config of ours\n"
+                         "p1,Table 2,synthetic,kkm,task2,nmi_max,0.25,,\n")
+    result = compare(uri, "mtc", tmp_path / "out", log=False, published=published)
+    cells = result["comparison"].cells.set_index(["method", "task", "metric", "selection"])
+    assert cells.loc[("kmeans", "task1", "acc", "acc"), ["paper_mean", "paper_std", "paper_table"]].tolist() == \
+        [0.5, 0.1, "p1 Table 2"]
+    assert cells.loc[("kkm", "task2", "nmi_max", "acc"), "paper_mean"] == 0.25
+    points = {sweep.method: len(sweep.points) for sweep in result["comparison"].sweeps}
+    assert cells.paper_mean.notna().sum() == points["kmeans"] + points["kkm"]  # at every selection's point
+    assert "paper:other" not in set(cells.index.get_level_values("method"))
+    markdown = (tmp_path / "out" / "compare.md").read_text()
+    assert "| task1 (paper) |" in markdown and "| 0.5000 ± 0.1000 |" in markdown and "| 0.2500 |" in markdown
+    assert result["run_id"] is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--metric", "bogus"], "unknown --metric 'bogus'; choose one of acc, nmi, nmi_max, ari, purity"),
+    (["--experiment", "nope"], "no experiment 'nope'"),
+    (["--methods", "mtcmrl"], "no finished sweep matching --benchmarks/--methods in experiment 'mtc'"),
+])
+def test_bad_input_is_one_line_and_exit_2(store, capsys, args, message):
+    _, uri = store
+    with pytest.raises(SystemExit) as exit_:
+        main(["--tracking-uri", uri, "--no-log", *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_an_empty_or_missing_store_is_one_line_and_exit_2(tmp_path, capsys):
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    tracking.open_store(empty, "mtc", str(tmp_path / "artifacts"))  # the schema and the experiment, no run
+    capsys.readouterr()  # MLflow's lines on creating the schema
+    for uri, message in [(empty, "no finished sweep in experiment 'mtc'"),
+                         (f"sqlite:///{tmp_path / 'none.db'}", f"no tracking store at {tmp_path / 'none.db'}")]:
+        with pytest.raises(SystemExit) as exit_:
+            main(["--tracking-uri", uri, "--out", str(tmp_path / "out")])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_newest_of_several_sweeps_is_read_and_named():
+    def run(run_id, name, start, method="kkm", data="synthetic"):
+        return SimpleNamespace(info=SimpleNamespace(run_id=run_id, run_name=name, start_time=start),
+                               data=SimpleNamespace(tags={"mtc.method": method, "mtc.data": data}))
+
+    runs = [run("old", "kkm-synthetic", 1), run("new", "kkm-synthetic", 5),
+            run("x", "kkm-reuters5000", 2, data="reuters"), run("named", "my-sweep", 3, method="snmf")]
+    newest, notes = newest_per_pair(runs)
+    assert {pair: r.info.run_id for pair, r in newest.items()} == {
+        ("synthetic", "kkm"): "new", ("reuters5000", "kkm"): "x", ("synthetic", "snmf"): "named"}
+    assert notes == ["kkm on synthetic: 2 finished sweeps; the newest (new) is read, not old"]
+
+
+def test_grid_points_parse_and_extra_parameters_are_averaged_per_seed():
+    assert parse_point("candidates=[a,b],lambda_=0.1") == {"candidates": "[a,b]", "lambda_": "0.1"}
+    assert parse_point("defaults") == {}
+    points = [f"a={a},b={b},c={c}" for a in (1, 10, 2) for b in ("x", "y") for c in (0, 1)]
+    trials = pd.DataFrame([{"point": p, "seed": str(s), "acc/mean": 0.1 * i + s} for i, p in enumerate(points)
+                           for s in (0, 1)])
+    mean, std, averaged = grid_statistics(trials, "acc/mean")
+    assert averaged == ["c"] and mean.columns.name == "a" and list(mean.columns) == ["1", "2", "10"]
+    assert mean.index.name == "b" and list(mean.index) == ["x", "y"]
+    # a=2,b=y: points 10 and 11 (c=0, 1): per seed the mean over c, then mean and std over seeds
+    assert mean.loc["y", "2"] == pytest.approx(1.55)
+    assert std.loc["y", "2"] == pytest.approx(np.std([1.05, 2.05], ddof=1))
+    one = grid_statistics(trials.assign(point=[f"a={p.split(',')[0][2:]}" for p in trials.point]), "acc/mean")[0]
+    assert one.shape == (1, 3)
