@@ -204,3 +204,58 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
     assert len(set(finals)) == 3
     report = (Path(result["output_dir"]) / "report.md").read_text()
     assert "samples per task: task0 40, task1 40; a fresh random draw per seed (3 draws), means over draws" in report
+
+
+def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path):
+    """The MLflow UI is a client of the server's REST API: start a real `mlflow server` on the
+    sweep's store and read what the UI shows (experiment kind, parent description, run
+    names, params, metric names, artifact previews)."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from mtc.loopback import free_port, wait_for_port
+
+    _, tmp, result, _ = finished_sweep
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", result["tracking_uri"],
+                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                              env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    base = f"http://127.0.0.1:{port}"
+
+    def get(endpoint, **query):
+        url = f"{base}{endpoint}" + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
+        with urllib.request.urlopen(url, timeout=30) as response:
+            body = response.read()
+        return json.loads(body) if endpoint.startswith("/api/") else body.decode()
+
+    try:
+        wait_for_port(port, 120)
+        experiment = get("/api/2.0/mlflow/experiments/get", experiment_id=result["experiment_id"])["experiment"]
+        assert {"key": "mlflow.experimentKind", "value": "custom_model_development"} in experiment["tags"]
+        parent = get("/api/2.0/mlflow/runs/get", run_id=result["parent_run_id"])["run"]
+        tags = {t["key"]: t["value"] for t in parent["data"]["tags"]}
+        assert tags["mlflow.note.content"].startswith("# toy on synthetic")  # the description: the report
+        assert {p["key"]: p["value"] for p in parent["data"]["params"]}["swept.shift"] == "[1.0]"
+        child = next(r for r in children(tracking.client_for(result["tracking_uri"]), result)
+                     if r.info.status == "FINISHED")
+        run = get("/api/2.0/mlflow/runs/get", run_id=child.info.run_id)["run"]
+        assert len(run["info"]["run_name"]) <= 24  # whole in the runs table's name column
+        params = {p["key"] for p in run["data"]["params"]}
+        assert {"shift", "fail", "seed", "method", "data.name"} <= params and not any(p.startswith("params.")
+                                                                                        for p in params)
+        metrics = {m["key"] for m in run["data"]["metrics"]}
+        assert {"acc/mean", "acc/task0", "silhouette/mean", "objective/relative", "objective_log10"} <= metrics
+        search = urllib.request.Request(  # the runs table's search box: metrics.`acc/mean` > 0.5, as documented
+            f"{base}/api/2.0/mlflow/runs/search", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"experiment_ids": [result["experiment_id"]], "max_results": 50,
+                             "filter": "metrics.`acc/mean` > 0.5"}).encode())
+        with urllib.request.urlopen(search, timeout=30) as response:
+            found = json.loads(response.read())["runs"]
+        assert child.info.run_id in {r["info"]["run_id"] for r in found}
+        preview = get("/get-artifact", path="objective_trace.csv", run_uuid=child.info.run_id)
+        assert preview.splitlines()[0] == "step,objective"  # the UI's CSV preview has a header
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
