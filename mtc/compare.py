@@ -37,8 +37,8 @@ from mtc import preflight, tracking
 from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
-from mtc.report import SELECTIONS, PointSummary, best_point, summarize
-from mtc.sweep import trial_records
+from mtc.report import SELECTIONS, PointSummary, best_point
+from mtc.sweep import point_summaries, trial_records
 
 PUBLISHED = Path(__file__).with_name("published_results.csv")
 BEST = "acc"  # the selection the comparison tables, tests and ranks use (the papers' protocol)
@@ -192,7 +192,9 @@ def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep],
     sweeps, notes = [], []
     for (benchmark, method), run in parents.items():
         records = trial_records(client, experiment_id, run.info.run_id)
-        points, missing = selection_points(summarize(records))
+        tasks = sorted({key.split("/", 1)[1] for r in records for key in r.metrics
+                        if key.startswith("acc/") and key != "acc/mean"})
+        points, missing = selection_points(point_summaries(client, records, tasks))
         if BEST not in points:
             notes.append(f"{method} on {benchmark} ({run.info.run_id}): no finished trial with accuracy; left out")
             continue
@@ -507,6 +509,24 @@ def label_free_table(cells: pd.DataFrame, selection: str) -> pd.DataFrame:
     return pd.DataFrame({"point": points, **{task: text[task] for task in tasks}}).fillna("").reset_index()
 
 
+def criteria_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Which label-free criterion comes closest to the best point on one benchmark: per
+    criterion, over the methods that logged it, the mean and the largest loss of mean
+    accuracy against the best point, and on how many methods it found the best point's
+    accuracy."""
+    acc = cells[(cells.metric == "acc") & (cells.task == "mean")].set_index(["method", "selection"])["mean"]
+    best = acc.xs(BEST, level="selection")
+    rows = []
+    for selection in LABEL_FREE:
+        if selection not in acc.index.get_level_values("selection"):
+            continue
+        loss = best.reindex(acc.xs(selection, level="selection").index) - acc.xs(selection, level="selection")
+        rows.append({"criterion": selection, "methods": len(loss), "mean loss": f"{loss.mean():.4f}",
+                     "largest loss": f"{loss.max():.4f}", "finds the best accuracy": f"{int((loss <= 1e-12).sum())}"})
+    table = pd.DataFrame(rows)
+    return table.sort_values("mean loss", kind="stable") if len(table) else table
+
+
 def wilcoxon_markdown(tests: pd.DataFrame) -> pd.DataFrame:
     """wilcoxon.csv rows of one benchmark, formatted for compare.md."""
     return pd.DataFrame({
@@ -523,6 +543,13 @@ def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str]
     for metric in metrics:
         parts += [f"### {metric} at the {SELECTIONS[BEST]}", "",
                   markdown_table(score_table(cells, metric)), ""]
+    criteria = criteria_table(cells)
+    if len(criteria):
+        closest = criteria.iloc[0]
+        parts += ["### choosing the grid point without labels: how much accuracy each criterion loses", "",
+                  markdown_table(criteria), "",
+                  f"Closest to the best point on {benchmark}: `{closest.criterion}` (mean loss {closest['mean loss']} "
+                  f"over {closest.methods} methods).", ""]
     for selection in LABEL_FREE:
         if (cells.selection == selection).any():
             parts += [f"### acc at the label-free point `{selection}`: {SELECTIONS[selection]} (in brackets: minus "

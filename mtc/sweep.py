@@ -208,6 +208,11 @@ def seed_labels(client, records: list[TrialRecord], task_names: list[str]) -> di
     return labels
 
 
+def point_summaries(client, records: list[TrialRecord], task_names: list[str]):
+    """Mean and std per grid point of the runs' metrics, with the stability across seeds."""
+    return with_stability(summarize(records), seed_labels(client, records, task_names))
+
+
 def chosen_points(summaries) -> dict:
     """The grid point of every selection whose criterion was logged."""
     chosen = {}
@@ -262,7 +267,7 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
                                   f"the trial's Ray worker died and its retries (sweep.max_failures={sweep.max_failures}) "
                                   "ran out; see the Ray logs")
         records = trial_records(client, experiment_id, parent_id)
-        summaries = with_stability(summarize(records), seed_labels(client, records, dataset.task_names))
+        summaries = point_summaries(client, records, dataset.task_names)
         markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
                                    data_note(run.data.draw, datasets))
     except KeyboardInterrupt:  # Ctrl-C: no report; the unrun trials' runs are closed, the parent KILLED

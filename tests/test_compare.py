@@ -219,3 +219,18 @@ def test_grid_points_parse_and_extra_parameters_are_averaged_per_seed():
     assert std.loc["y", "2"] == pytest.approx(np.std([1.05, 2.05], ddof=1))
     one = grid_statistics(trials.assign(point=[f"a={p.split(',')[0][2:]}" for p in trials.point]), "acc/mean")[0]
     assert one.shape == (1, 3)
+
+
+def test_the_label_free_criteria_are_ranked_by_the_accuracy_they_lose():
+    import pandas as pd
+
+    from mtc.compare import criteria_table
+
+    rows = [("a", "acc", 0.9), ("a", "silhouette", 0.9), ("a", "objective", 0.7),
+            ("b", "acc", 0.8), ("b", "silhouette", 0.75), ("b", "objective", 0.8)]
+    cells = pd.DataFrame([{"benchmark": "x", "method": m, "task": "mean", "metric": "acc", "selection": s, "mean": v}
+                          for m, s, v in rows])
+    table = criteria_table(cells)
+    assert list(table.criterion) == ["silhouette", "objective"]  # losses 0.025 and 0.1 on average
+    assert table.iloc[0]["mean loss"] == "0.0250" and table.iloc[1]["largest loss"] == "0.2000"
+    assert list(table["finds the best accuracy"]) == ["1", "1"]
