@@ -25,6 +25,7 @@ POINT_TAG = "mtc.point"
 DATASET_HASH_TAG = "mtc.dataset_hash"
 # MLflow 3's UI opens an experiment on its GenAI overview unless this tag says otherwise.
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+UI_WORKFLOW = "machine_learning"  # the UI's "Model training" mode (its default is "genai"), as a link parameter
 
 
 def client_for(tracking_uri: str):
@@ -344,5 +345,6 @@ def links(tracking_uri: str, experiment_id: str, parent_id: str) -> str:
         base, how = tracking_uri.rstrip("/"), ""
     else:
         base, how = "http://127.0.0.1:5000", f" after: mlflow ui --backend-store-uri {tracking_uri}"
-    return (f"MLflow runs: {base}/#/experiments/{experiment_id}/runs{how}\n"
-            f"MLflow parent run: {base}/#/experiments/{experiment_id}/runs/{parent_id}")
+    view = f"?workflowType={UI_WORKFLOW}"  # MLflow 3.17's UI otherwise opens in its GenAI mode
+    return (f"MLflow runs: {base}/#/experiments/{experiment_id}/runs{view}{how}\n"
+            f"MLflow parent run: {base}/#/experiments/{experiment_id}/runs/{parent_id}{view}")

@@ -76,3 +76,11 @@ def test_a_retried_trial_keeps_finished_runs_and_replaces_started_ones(tmp_path)
     client.log_metric(fresh, "acc/mean", 1.0)
     client.set_terminated(fresh, "FINISHED")
     assert tracking.start_trial_run(client, fresh) == (None, {"acc/mean": 1.0})  # finished: kept
+
+
+def test_the_printed_links_open_the_runs_in_model_training_mode():
+    text = tracking.links("sqlite:////x/mlflow.db", "3", "abc")
+    assert "http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning after: mlflow ui " \
+           "--backend-store-uri sqlite:////x/mlflow.db" in text
+    assert tracking.links("http://h:5000", "3", "abc").splitlines()[1] == \
+        "MLflow parent run: http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"

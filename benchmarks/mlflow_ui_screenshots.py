@@ -1,0 +1,78 @@
+"""Screenshots of the MLflow UI on a sweep's store, as a person opens it (headless Chromium).
+
+    python benchmarks/mlflow_ui_screenshots.py --store sqlite:///mlflow.db --out docs/results/ui
+
+Starts ``mlflow server`` on the store (loopback, a free port), finds the newest finished sweep,
+and saves what Debian's ``chromium --headless=new`` renders (with a virtual-time budget, so
+that the single-page app has drawn) for: the experiment as it opens, the runs table, the
+parent run (its description is the report), one child run, and its CSV artifact preview.
+The REST side of the same checks runs in CI (tests/test_sweep.py); this script is for the
+eye and needs chromium (``apt-get install chromium``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from mtc import tracking
+from mtc.loopback import free_port, wait_for_port
+
+
+def screenshot(url: str, path: Path, width: int = 1600, height: int = 1000) -> None:
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--user-data-dir={profile}", f"--window-size={width},{height}",
+                        "--virtual-time-budget=20000", f"--screenshot={path}", url],
+                       check=True, capture_output=True, timeout=120)
+
+
+def newest_sweep(client) -> tuple[str, str, str]:
+    """(experiment id, parent run id, one finished child run id) of the newest finished sweep."""
+    experiment = client.get_experiment_by_name("mtc")
+    parents = [r for r in client.search_runs([experiment.experiment_id], "attributes.status = 'FINISHED'",
+                                             order_by=["attributes.start_time DESC"], max_results=200)
+               if tracking.SWEEP_KEY_TAG in r.data.tags and tracking.PARENT_TAG not in r.data.tags]
+    parent = parents[0].info.run_id
+    child = tracking.find_runs(client, experiment.experiment_id, **{tracking.PARENT_TAG: parent})[0].info.run_id
+    return experiment.experiment_id, parent, child
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", default="sqlite:///mlflow.db")
+    parser.add_argument("--out", default="outputs/ui")
+    args = parser.parse_args()
+    if not shutil.which("chromium"):
+        sys.exit("error: needs Debian's chromium (apt-get install chromium)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    experiment, parent, child = newest_sweep(tracking.client_for(args.store))
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", args.store,
+                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                              env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    base = f"http://127.0.0.1:{port}/#/experiments/{experiment}"
+    view = f"?workflowType={tracking.UI_WORKFLOW}"  # as the sweep prints its links
+    pages = {"experiment_plain": base, "experiment": f"{base}{view}", "runs_table": f"{base}/runs{view}",
+             "parent_run": f"{base}/runs/{parent}{view}", "child_run": f"{base}/runs/{child}{view}",
+             "child_artifact_csv": f"{base}/runs/{child}/artifacts/objective_trace.csv{view}",
+             "child_chart": f"{base}/runs/{child}/model-metrics{view}"}
+    try:
+        wait_for_port(port, 120)
+        for name, url in pages.items():
+            screenshot(url, out / f"{name}.png")
+            print(f"{name}: {url} -> {out / f'{name}.png'}")
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
