@@ -8,6 +8,7 @@ which is how an interrupted sweep resumes without duplicating runs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -51,12 +52,14 @@ def open_store(uri: str, experiment: str, artifact_root: str | None):
 def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
     """The experiment's id, creating it (with an absolute local artifact root) if needed; two
     drivers creating it at once both get the one that was created."""
+    from mlflow.exceptions import MlflowException
+
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
-            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+            with contextlib.suppress(MlflowException):  # another driver set it at the same moment
+                client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment.experiment_id
-    from mlflow.exceptions import MlflowException
 
     location = None
     if artifact_root:
@@ -100,9 +103,15 @@ def log_dataset_input(client, run_id: str, name: str, datasets: dict, data_confi
                "tasks": {task.name: {"samples": task.n_samples, "features": int(X.shape[1]),
                                      "classes": len(task.class_names)}
                          for task, X in zip(first.tasks, first.matrices)}}
+    from mlflow.exceptions import MlflowException
+
     digest = draws_tags(datasets)[DATASET_HASH_TAG]
-    client.log_inputs(run_id, datasets=[DatasetInput(Dataset(name, digest[:36], "mtc", json.dumps(data_config, default=str),
-                                                            profile=json.dumps(profile)))])
+    inputs = [DatasetInput(Dataset(name, digest[:36], "mtc", json.dumps(data_config, default=str),
+                                   profile=json.dumps(profile)))]
+    try:
+        client.log_inputs(run_id, datasets=inputs)
+    except MlflowException:  # two sweeps inserted the same dataset at once (unique key): it exists now
+        client.log_inputs(run_id, datasets=inputs)
 
 
 def dataset_tags(dataset) -> dict[str, str]:
