@@ -141,3 +141,22 @@ def test_seed_independent_preparation_is_cached_and_identical_without_the_cache(
     assert all(X.flags.writeable for X in planted.matrices)
     MTCMRL(n_clusters=4, row_space=False, random_state=3, cache=cache).fit(planted.matrices)
     assert all(X.flags.writeable for X in planted.matrices)
+
+
+@pytest.mark.parametrize("y_update", ["monotone", "paper"])
+def test_the_last_objective_is_eq3_recomputed_from_scratch_at_the_returned_factors(planted, y_update):
+    """The objective reuses the Y step's products M Y and X W (docs: issue 15's restructure);
+    the literal Eq. 3 at the returned Y, W, G gives the same number."""
+    from mtc.numerics.affinity import affinity_matrix
+
+    X = planted.matrices
+    model = MTCMRL(n_clusters=planted.n_clusters, alpha=1.0, beta=0.5, y_update=y_update, max_iter=15,
+                   random_state=0).fit(X)
+    total = 0.0
+    for t, (Xt, Y, W) in enumerate(zip(X, model.Y_, model.W_)):
+        M = affinity_matrix(Xt, "cosine")
+        total += 0.5 * np.sum((M - Y @ Y.T) ** 2) + model.lambda_ * np.sum((Y - Xt @ W) ** 2) + model.mu * np.sum(W ** 2)
+    for (t, s), G in model.G_.items():
+        distances = ((model.W_[t][:, :, None] - model.W_[s][:, None, :]) ** 2).sum(axis=0)
+        total += model.alpha * (np.sum(distances * G) + model.beta * np.sum(G * G))
+    assert model.objective_trace_[-1] == pytest.approx(total, rel=1e-10)

@@ -193,13 +193,22 @@ class MTCMRL(MultiTaskClusterer):
 
     # --- objective (Eq. 3) -------------------------------------------------------------
     def _task_terms(self, t) -> float:
-        """1/2 ||M - YY'||^2 + lambda ||Y - XW||^2 + mu ||W||^2 for task t."""
-        return self._y_part(t, self.Y_[t]) + self.mu * float(np.sum(self.W_[t] ** 2))
+        """1/2 ||M - YY'||^2 + lambda ||Y - XW||^2 + mu ||W||^2 for task t. The products M Y and
+        X W of the current Y and W are taken from the Y step when it left them (the same
+        numbers: the objective follows the Y step of every task, and nothing changes Y or W of
+        a task in between), which spares two of the N x N x h and N x d x h products."""
+        Y, W = self.Y_[t], self.W_[t]
+        kept = self._products.get(t)
+        MY, XW = (kept[2], kept[3]) if kept and kept[0] is Y and kept[1] is W else (None, None)
+        return self._y_part(t, Y, MY, XW) + self.mu * float(np.sum(W ** 2))
 
-    def _y_part(self, t, Y) -> float:
+    def _y_part(self, t, Y, MY=None, XW=None) -> float:
+        """1/2 ||M - YY'||^2 + lambda ||Y - XW||^2, with M Y and X W given or computed."""
+        MY = self._M[t] @ Y if MY is None else MY
+        XW = self._X[t] @ self.W_[t] if XW is None else XW
         YtY = Y.T @ Y
-        snmf = 0.5 * (self._M_sq[t] - 2.0 * np.sum(Y * (self._M[t] @ Y)) + np.sum(YtY * YtY))
-        return float(snmf + self.lambda_ * np.sum((Y - self._X[t] @ self.W_[t]) ** 2))
+        snmf = 0.5 * (self._M_sq[t] - 2.0 * np.sum(Y * MY) + np.sum(YtY * YtY))
+        return float(snmf + self.lambda_ * np.sum((Y - XW) ** 2))
 
     def _pair_terms(self, t, s) -> float:
         G = self.G_[(t, s)]
@@ -240,19 +249,22 @@ class MTCMRL(MultiTaskClusterer):
             self.W_[t] = (X.T @ Gamma + 2.0 * self.alpha * R) / K[None, :]
 
     def _update_Y(self, t):  # Eq. 14-19
-        Y = self.Y_[t]
-        Q = self._X[t] @ self.W_[t]
+        Y, W = self.Y_[t], self.W_[t]
+        Q, MY = self._X[t] @ W, self._M[t] @ Y
         Q_pos, Q_neg = (np.abs(Q) + Q) / 2.0, (np.abs(Q) - Q) / 2.0
-        ratio = (self._M[t] @ Y + self.lambda_ * Q_pos) / (Y @ (Y.T @ Y) + self.lambda_ * Y + self.lambda_ * Q_neg + EPS)
+        ratio = (MY + self.lambda_ * Q_pos) / (Y @ (Y.T @ Y) + self.lambda_ * Y + self.lambda_ * Q_neg + EPS)
         if self.y_update == "paper":
             self.Y_[t] = Y * ratio  # Eq. 19
             return
-        before = self._y_part(t, Y)
+        before = self._y_part(t, Y, MY, Q)
+        self._products[t] = (Y, W, MY, Q)  # kept if no step is accepted
         exponent = 0.25
         for _ in range(30):
             candidate = Y * ratio**exponent
-            if self._y_part(t, candidate) <= before:
+            M_candidate = self._M[t] @ candidate
+            if self._y_part(t, candidate, M_candidate, Q) <= before:
                 self.Y_[t] = candidate
+                self._products[t] = (candidate, W, M_candidate, Q)  # for the objective (_task_terms)
                 return
             exponent /= 2.0
 
@@ -275,6 +287,7 @@ class MTCMRL(MultiTaskClusterer):
         self._M, self._M_sq, space, self._factors = cached(self.cache, "mtcmrl_preparation", key,
                                                            lambda: self._prepare(matrices))
         self._X = space.Z if space is not None else matrices
+        self._products = {}  # task -> (Y, W, M Y, X W) of the last Y step, see _task_terms
         self.Y_ = [initial_indicator(X, k, rng) for X, k in zip(matrices, n_clusters)]
         if self.row_space:
             self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]
@@ -301,7 +314,7 @@ class MTCMRL(MultiTaskClusterer):
         self.labels_ = [np.argmax(Y, axis=1) for Y in self.Y_]
         if self.row_space:
             self.W_ = [space.to_features(Omega) for Omega in self.W_]
-        for name in ("_X", "_M", "_M_sq", "_factors"):
+        for name in ("_X", "_M", "_M_sq", "_factors", "_products"):
             self.__dict__.pop(name, None)
         self.record_.traces["w_norm"] = self.w_norm_trace_
         if self.G_:
