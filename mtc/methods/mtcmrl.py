@@ -50,7 +50,7 @@ from mtc.numerics.affinity import affinity_matrix, squared_distances
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged
 from mtc.numerics.linalg import as_dense, gram_svd
-from mtc.numerics.seeding import initial_indicator
+from mtc.numerics.seeding import initial_indicator, kmeans_coordinates
 from mtc.numerics.simplex import G_SOLVERS, solve_simplex_rows
 from mtc.numerics.snmf import EPS
 from mtc.numerics.stacking import row_counts, split_rows, stack_rows
@@ -271,24 +271,25 @@ class MTCMRL(MultiTaskClusterer):
     # --- fit -----------------------------------------------------------------------------
     def _prepare(self, matrices) -> tuple:
         """The seed- and parameter-free part of a fit: similarities M^t with ||M^t||^2, the
-        row space (or None) and the ridge factors of the data in the coordinates used (or
-        None). Kept in ``cache`` when one is given: in a sweep, every grid point and seed on the
+        row space (or None), the ridge factors of the data in the coordinates used (or
+        None) and the k-means seeding's coordinates (mtc.numerics.seeding.kmeans_coordinates). Kept in ``cache`` when one is given: in a sweep, every grid point and seed on the
         same data shares it."""
         M = [affinity_matrix(X, self.affinity) for X in matrices]
         M_sq = [float(np.sum(Mt * Mt)) for Mt in M]
         space = RowSpace(matrices) if self.row_space else None  # exact change of coordinates, see RowSpace
         X = space.Z if space is not None else matrices
         factors = [RidgeFactor(Xt) for Xt in X] if self.w_solver == "ridge" else None
-        return M, M_sq, space, factors
+        seeding = [kmeans_coordinates(Xt) for Xt in matrices]  # seed-free: 1.7 s of a 20NG fit otherwise
+        return M, M_sq, space, factors, seeding
 
     def _fit(self, matrices, n_clusters, rng):
         self._T = len(matrices)
         key = (fingerprint(*matrices), self.affinity, self.row_space, self.w_solver)
-        self._M, self._M_sq, space, self._factors = cached(self.cache, "mtcmrl_preparation", key,
-                                                           lambda: self._prepare(matrices))
+        self._M, self._M_sq, space, self._factors, seeding = cached(self.cache, "mtcmrl_preparation", key,
+                                                                    lambda: self._prepare(matrices))
         self._X = space.Z if space is not None else matrices
         self._products = {}  # task -> (Y, W, M Y, X W) of the last Y step, see _task_terms
-        self.Y_ = [initial_indicator(X, k, rng) for X, k in zip(matrices, n_clusters)]
+        self.Y_ = [initial_indicator(C, k, rng) for C, k in zip(seeding, n_clusters)]  # k-means on exact coordinates
         if self.row_space:
             self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]
         else:
