@@ -253,7 +253,9 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
     client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment, run.tracking.artifact_root)
     tags = {**tracking.draws_tags(datasets), **tracking.provenance_tags("python -m mtc.sweep"), "mtc.method": spec.name,
             "mtc.data": run.data.name}
-    sweep_key = stable_hash(spec.name, spec.params, spec.grid, sweep.repeats, run.data.resolved,
+    # The name is part of the key: two sweeps of the same grid under different names (two
+    # output folders, so two driver locks) must not resume into one parent run.
+    sweep_key = stable_hash(sweep.name, spec.name, spec.params, spec.grid, sweep.repeats, run.data.resolved,
                             tags[tracking.DATASET_HASH_TAG])
     parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, sweep.name, run.resolved, tags, sweep.resume)
     try:

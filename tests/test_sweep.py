@@ -259,3 +259,10 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)
+
+
+def test_the_same_grid_under_another_sweep_name_is_a_sweep_of_its_own(finished_sweep):
+    _, tmp, result, client = finished_sweep
+    other = run_sweep(settings(sweep_config(tmp, "sweep.name=another")))
+    assert other["parent_run_id"] != result["parent_run_id"] and other["trials_run"] == 4  # not resumed into it
+    assert len(children(client, result)) == 4 and len(children(client, other)) == 4
