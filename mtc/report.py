@@ -97,8 +97,7 @@ def tied(summaries: list[PointSummary], selection: str) -> list[str]:
     """The grid points whose criterion equals the chosen one's (the chosen one first)."""
     candidates = ranked(summaries, selection)
     key = CRITERIA[selection][0]
-    return [s.point for s in candidates if candidates and np.isclose(s.mean[key], candidates[0].mean[key],
-                                                                         rtol=1e-12, atol=0.0)]
+    return [s.point for s in candidates if np.isclose(s.mean[key], candidates[0].mean[key], rtol=1e-12, atol=0.0)]
 
 
 def with_stability(summaries: list[PointSummary], labels: dict[str, list[list[np.ndarray]]]) -> list[PointSummary]:

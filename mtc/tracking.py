@@ -254,10 +254,13 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
         np.savez_compressed(os.path.join(tmp, "labels.npz"), **dict(zip(task_names, outcome.labels)))
-        Path(tmp, "labels.csv").write_text("task,sample,label\n" + "".join(
-            f"{task},{i},{label}\n" for task, labels in zip(task_names, outcome.labels) for i, label in enumerate(labels)))
-        Path(tmp, "objective_trace.csv").write_text("step,objective\n" + "".join(
-            f"{step},{value:.10g}\n" for step, value in enumerate(outcome.objective_trace)))
+        with open(os.path.join(tmp, "labels.csv"), "w") as handle:
+            handle.write("task,sample,label\n")
+            for task, labels in zip(task_names, outcome.labels):
+                np.savetxt(handle, np.column_stack([np.arange(labels.size), labels]), fmt=f"{task},%d,%d")
+        trace = outcome.objective_trace
+        np.savetxt(os.path.join(tmp, "objective_trace.csv"), np.column_stack([np.arange(trace.size), trace]),
+                   fmt=["%d", "%.10g"], delimiter=",", header="step,objective", comments="")
         if convergence:
             convergence_plot({f"seed {trial_config['seed']}": outcome.objective_trace},
                              os.path.join(tmp, "convergence.png"),

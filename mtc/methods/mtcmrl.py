@@ -272,7 +272,8 @@ class MTCMRL(MultiTaskClusterer):
     def _prepare(self, matrices) -> tuple:
         """The seed- and parameter-free part of a fit: similarities M^t with ||M^t||^2, the
         row space (or None), the ridge factors of the data in the coordinates used (or
-        None) and the k-means seeding's coordinates (mtc.numerics.seeding.kmeans_coordinates). Kept in ``cache`` when one is given: in a sweep, every grid point and seed on the
+        None) and the k-means seeding's coordinates (mtc.numerics.seeding.kmeans_coordinates).
+        Kept in ``cache`` when one is given: in a sweep, every grid point and seed on the
         same data shares it."""
         M = [affinity_matrix(X, self.affinity) for X in matrices]
         M_sq = [float(np.sum(Mt * Mt)) for Mt in M]
