@@ -285,13 +285,16 @@ def wilcoxon_pair(best: pd.Series, other: pd.Series) -> dict:
     return {"n_pairs": n, "statistic": float(result.statistic), "p": float(result.pvalue), "note": "; ".join(notes)}
 
 
-def wilcoxon_frame(values: pd.DataFrame, metric: str) -> pd.DataFrame:
+def wilcoxon_frame(values: pd.DataFrame, metric: str, cells: pd.DataFrame) -> pd.DataFrame:
     """``wilcoxon.csv``: per benchmark and task, the best method (highest mean over its seeds)
-    against each other method, paired by seed."""
+    against each other method, paired by seed. The means are the score tables' (``cells``
+    at the best point), so that both print the same digits."""
+    at_best = cells[(cells.selection == BEST) & (cells.metric == metric)].set_index(["benchmark", "task", "method"])
     rows = []
     for (benchmark, task), cell in values.groupby(["benchmark", "task"], sort=True):
         by_seed = cell.pivot(index="seed", columns="method", values="value")
-        means = by_seed.mean().sort_index().sort_values(ascending=False, kind="stable")
+        means = at_best.loc[(benchmark, task), "mean"].reindex(by_seed.columns)
+        means = means.sort_index().sort_values(ascending=False, kind="stable")
         best = means.index[0]
         rows += [{"benchmark": benchmark, "task": task, "metric": metric, "best": best, "other": other,
                   "best_mean": means[best], "other_mean": means[other],
@@ -622,7 +625,7 @@ def build_comparison(sweeps: list[Sweep], notes: list[str], metric: str, publish
         friedman, nemenyi = friedman_frames(table)
     else:
         friedman, nemenyi = pd.DataFrame(columns=FRIEDMAN_COLUMNS), pd.DataFrame(index=pd.Index([], name="method"))
-    return Comparison(sweeps, cells, wilcoxon_frame(seed_values(sweeps, metric), metric), friedman, nemenyi,
+    return Comparison(sweeps, cells, wilcoxon_frame(seed_values(sweeps, metric), metric, cells), friedman, nemenyi,
                       table, notes)
 
 

@@ -85,12 +85,15 @@ def test_wilcoxon_p_values_are_scipys_on_the_seed_pairs(store, compared):
     _, uri = store
     out, _ = compared
     tests = pd.read_csv(out / "wilcoxon.csv")
+    cells = pd.read_csv(out / "cells.csv")
+    table_means = cells[(cells.selection == "acc") & (cells.metric == "acc")].set_index(["task", "method"])["mean"]
     values = child_values(uri)
     assert len(tests) == 4 * 2  # (3 tasks + mean) x the best method against the 2 others
     for row in tests.itertuples():
         by_seed = values[values.task == row.task].pivot(index="seed", columns="method", values="value")
         means = by_seed.mean()
         assert row.best == means.idxmax() and row.best_mean == pytest.approx(means.max())
+        assert (row.best_mean, row.other_mean) == (table_means[row.task, row.best], table_means[row.task, row.other])
         paired = by_seed[[row.best, row.other]].dropna()
         assert row.n_pairs == len(paired) == REPEATS
         if (paired[row.best] == paired[row.other]).all():
