@@ -3,12 +3,12 @@
 Hydra composes the config; mtc.config reads and checks all of it (every grid point against
 the solver's constraints) before anything runs. The driver then checks that the Ray cluster, the output folder and
 the tracking store can be used (mtc.preflight), takes its locks (mtc.locks), loads the
-dataset once, starts or joins Ray, creates the MLflow parent run and one child run per (grid point, seed) trial, hands the
+dataset once, starts or joins Ray, creates the MLflow parent run, hands the
 dataset (or, for a data config with ``draw: per_seed``, every seed's draw) and a validated
 prototype solver to the trials through Ray's object store
 (tune.with_parameters) and runs them with Ray Tune, a batch of seeds of one grid point per
 Tune trial (``sweep.seeds_per_trial``; a long sweep on few CPUs otherwise spends more time
-in Tune than in the fits). Afterwards it reads every child run back from MLflow, aggregates
+in Tune than in the fits); each (grid point, seed) gets its MLflow child run as its fit starts. Afterwards it reads every child run back from MLflow, aggregates
 mean +- std per grid point, prints the table for the best grid point (by accuracy, and
 without labels by the final objective), writes it to the output directory and logs it to
 the parent run. docs/architecture.md follows one sweep through these steps.
@@ -41,9 +41,10 @@ class SweepInterrupted(Exception):
     """Ctrl-C ended the sweep; the message says how far it got and how to resume."""
 
 
-def sweep_trainable(config, *, datasets, prototype, method, data_config, tracking_uri, batches, heatmaps):
+def sweep_trainable(config, *, datasets, prototype, method, data_config, tracking_uri, experiment_id, parent_id,
+                    run_tags, batches, heatmaps):
     """One Ray Tune trial: a batch of seeds of one grid point (``config["batch"]`` names it in
-    ``batches``). Each seed is fitted and logged to its MLflow child run. A fit that raises
+    ``batches``). Each seed is fitted and logged to its MLflow child run, created as its fit starts. A fit that raises
     marks its run FAILED (with the error) and the other seeds still run; it is not retried (a
     seeded fit fails the same way again). A worker that dies (killed, out of memory, node
     lost) fails the Tune trial, which Ray Tune runs again (sweep.max_failures): seeds already
@@ -53,13 +54,13 @@ def sweep_trainable(config, *, datasets, prototype, method, data_config, trackin
 
     client = tracking.client_for(tracking_uri)
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
-    tags = {"mtc.node_id": ray.get_runtime_context().get_node_id()}
+    node = {"mtc.node_id": ray.get_runtime_context().get_node_id()}
     accuracies, objectives, failed = [], [], 0
     for trial in batches[config["batch"]]:
-        run_id, metrics = tracking.start_trial_run(client, trial.run_id)
+        run_id, metrics = tracking.start_trial_run(client, experiment_id, parent_id, trial, {**run_tags, **node})
         if run_id:
             metrics = fit_and_log(client, trial.with_run(run_id), datasets[trial.seed], prototype, method, data_config,
-                                  cpus, tags, heatmaps)
+                                  cpus, heatmaps)
         if metrics is None:
             failed += 1
         else:
@@ -78,7 +79,7 @@ def trial_params(method: str, prototype, trial: Trial, data_config: dict) -> dic
     return {**params, **trial.point, "method": method, "seed": trial.seed, "data": data_config}
 
 
-def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_config: dict, cpus: int, tags: dict,
+def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_config: dict, cpus: int,
                 heatmaps: bool) -> dict | None:
     """Fit one (grid point, seed) with ``cpus`` BLAS threads and log it to its child run;
     returns its metrics, or None when the fit or its logging raised (the run is then FAILED
@@ -91,9 +92,8 @@ def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_conf
         with threadpool_limits(limits=cpus):
             outcome = run_trial(dataset, prototype, trial)
         tracking.log_trial(client, trial.run_id, outcome, trial_params(method, prototype, trial, data_config),
-                           dataset.task_names, tags, heatmaps=heatmaps, convergence=False)
+                           dataset.task_names, heatmaps=heatmaps, convergence=False)
     except Exception as error:
-        client.set_tag(trial.run_id, "mtc.node_id", tags["mtc.node_id"])
         tracking.fail_run(client, trial.run_id, error)
         return None
     client.set_terminated(trial.run_id, "FINISHED")
@@ -148,7 +148,8 @@ def join_error(address: str, error: Exception) -> str:
             "RAY_AUTH_MODE (and token)")
 
 
-def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Trial], cpus: int) -> tuple[float, int, int]:
+def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Trial], cpus: int, experiment_id: str,
+                      parent_id: str, run_tags: dict) -> tuple[float, int, int]:
     """Run the trials; returns the wall seconds of the Tuner, the number of Ray Tune trials
     (seed batches) and how many of them ended in an error (after sweep.max_failures retries)."""
     from ray import tune
@@ -166,6 +167,7 @@ def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Tri
     print(f"{len(trials)} trials in {len(batches)} Ray Tune trials of up to {size} seed(s), {slots} at a time")
     trainable = tune.with_parameters(sweep_trainable, datasets=datasets, prototype=prototype, method=run.method.name,
                                      data_config=run.data.resolved, tracking_uri=run.tracking.uri,
+                                     experiment_id=experiment_id, parent_id=parent_id, run_tags=run_tags,
                                      batches=batches, heatmaps=run.tracking.trial_heatmaps)
     trainable = tune.with_resources(trainable, {"cpu": sweep.cpus_per_trial})
     progress = None if sweep.verbose else ProgressLine({name: len(b) for name, b in batches.items()}, sweep.name)
@@ -260,11 +262,12 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
     parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, sweep.name, run.resolved, tags, sweep.resume)
     try:
         tracking.log_dataset_input(client, parent_id, run.data.name, datasets, run.data.resolved)
-        pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, spec.name, trials, tags)
+        pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, trials)
         print(f"sweep {sweep.name}: {len(trials)} trials ({len(finished)} already finished), MLflow parent run {parent_id}")
         tuner_seconds, tune_trials, tune_errors = 0.0, 0, 0
         if pending:
-            tuner_seconds, tune_trials, tune_errors = run_trials_on_ray(run, datasets, prototype, pending, cpus)
+            tuner_seconds, tune_trials, tune_errors = run_trials_on_ray(run, datasets, prototype, pending, cpus,
+                                                                        experiment_id, parent_id, tags)
         tracking.close_unfinished(client, experiment_id, parent_id, "FAILED",
                                   f"the trial's Ray worker died and its retries (sweep.max_failures={sweep.max_failures}) "
                                   "ran out; see the Ray logs")
@@ -272,7 +275,7 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
         summaries = point_summaries(client, records, dataset.task_names)
         markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
                                    data_note(run.data.draw, datasets))
-    except KeyboardInterrupt:  # Ctrl-C: no report; the unrun trials' runs are closed, the parent KILLED
+    except KeyboardInterrupt:  # Ctrl-C: no report; the started trials' runs are closed, the parent KILLED
         tracking.close_unfinished(client, experiment_id, parent_id, "KILLED", "the sweep was interrupted (Ctrl-C)")
         client.set_terminated(parent_id, "KILLED")
         done = sum(r.status == "FINISHED" for r in trial_records(client, experiment_id, parent_id))

@@ -1,9 +1,9 @@
 """MLflow tracking: one parent run per sweep, one child run per trial.
 
-The driver creates the experiment, the parent run and every child run before any trial
-starts (concurrent creation of a fresh SQLite store races, see STACK_NOTES.md); trials only
-log into the child run whose id they are given. A finished child run is never re-created,
-which is how an interrupted sweep resumes without duplicating runs.
+The driver creates the experiment and the parent run before any trial starts (concurrent
+creation of a fresh SQLite store races, see STACK_NOTES.md); a trial creates its child run
+as its fit starts and logs only into it. A finished child run is never re-created, which is
+how an interrupted sweep resumes without duplicating runs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+
+from mtc.errors import InputError
 
 PARENT_TAG = "mlflow.parentRunId"
 SWEEP_KEY_TAG = "mtc.sweep_key"
@@ -170,54 +172,45 @@ def open_parent_run(client, experiment_id: str, sweep_key: str, run_name: str, p
     return run.info.run_id
 
 
-def prepare_child_runs(client, experiment_id: str, parent_id: str, method: str, trials: list, tags: dict):
-    """Return ([trials still to run, each with its run id], [finished child runs]).
+def prepare_child_runs(client, experiment_id: str, parent_id: str, trials: list) -> tuple[list, list]:
+    """Return ([trials still to run], [finished child runs]) of a new or resumed sweep.
 
     Finished children are kept; unfinished ones (a crash or an interrupt left them
-    RUNNING/FAILED/KILLED) are deleted and created again so that every trial has exactly one
-    run. New runs wait as SCHEDULED until their trial starts (start_trial_run)."""
-    children = {run.data.tags.get(TRIAL_KEY_TAG): run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})}
-    finished = [run for run in children.values() if run.info.status == "FINISHED"]
+    RUNNING/FAILED/KILLED) are deleted. No run is created here: a trial's run is created when
+    its fit starts (start_trial_run), so that the run's start time, and the duration MLflow
+    shows, are the trial's own."""
+    children = find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
+    finished = [run for run in children if run.info.status == "FINISHED"]
+    for run in children:
+        if run.info.status != "FINISHED":
+            client.delete_run(run.info.run_id)
     done = {run.data.tags.get(TRIAL_KEY_TAG) for run in finished}
-    pending = []
-    for trial in trials:
-        if trial.key in done:
-            continue
-        if trial.key in children:
-            client.delete_run(children[trial.key].info.run_id)
-        run = client.create_run(
-            experiment_id, run_name=trial.name,
-            tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags},
-        )
-        client.update_run(run.info.run_id, status="SCHEDULED")
-        pending.append(trial.with_run(run.info.run_id))
-    return pending, finished
+    return [trial for trial in trials if trial.key not in done], finished
 
 
-def start_trial_run(client, run_id: str) -> tuple[str | None, dict | None]:
-    """Mark a trial's run RUNNING as its fit starts: ``(run id, None)``. A retried Ray Tune
+def start_trial_run(client, experiment_id: str, parent_id: str, trial, tags: dict) -> tuple[str | None, dict | None]:
+    """Create a trial's child run as its fit starts: ``(run id, None)``. A retried Ray Tune
     trial (its worker died) finds its seeds' runs as the dead attempt left them: a FINISHED
-    one is kept, ``(None, its metrics)``; one that is not SCHEDULED (it was started, maybe
-    logged to) is replaced by a fresh run with the same name and tags, deleted, so that the
-    trial still has exactly one run and no metric is logged twice."""
-    run = client.get_run(run_id)
-    if run.info.status == "FINISHED":
-        return None, run.data.metrics
-    if run.info.status != "SCHEDULED":
-        tags = {key: value for key, value in run.data.tags.items() if not key.startswith("mlflow.") or key == PARENT_TAG}
-        fresh = client.create_run(run.info.experiment_id, run_name=run.info.run_name, tags=tags)
-        client.delete_run(run_id)
-        return fresh.info.run_id, None
-    client.update_run(run_id, status="RUNNING")
-    return run_id, None
+    one is kept, ``(None, its metrics)``; one that was started (maybe logged to) is deleted
+    and a fresh run takes its place, so that the trial still has exactly one run and no
+    metric is logged twice."""
+    earlier = find_runs(client, experiment_id, **{PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key})
+    for run in earlier:
+        if run.info.status == "FINISHED":
+            return None, run.data.metrics
+    for run in earlier:
+        client.delete_run(run.info.run_id)
+    run = client.create_run(experiment_id, run_name=trial.name,
+                            tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags})
+    return run.info.run_id, None
 
 
 def close_unfinished(client, experiment_id: str, parent_id: str, status: str, reason: str) -> int:
-    """End every child run of the parent still RUNNING or SCHEDULED with ``status`` and
-    ``reason`` (tag mtc.error); returns how many. An interrupted driver, or a trial whose
-    worker died more often than Ray Tune retries, leaves them open otherwise."""
+    """End every child run of the parent still RUNNING with ``status`` and ``reason`` (tag
+    mtc.error); returns how many. An interrupted driver, or a trial whose worker died more
+    often than Ray Tune retries, leaves them open otherwise."""
     open_runs = [run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
-                 if run.info.status in ("RUNNING", "SCHEDULED")]
+                 if run.info.status == "RUNNING"]
     for run in open_runs:
         client.set_tag(run.info.run_id, "mtc.error", reason)
         client.set_terminated(run.info.run_id, status)
@@ -289,6 +282,9 @@ def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -
     with tempfile.TemporaryDirectory() as tmp:
         if artifact_uri.startswith("file://"):
             path = Path(unquote(urlparse(artifact_uri).path)) / "labels.npz"
+            if not path.parent.is_dir():
+                raise InputError(f"run {run_id}: its artifact folder {path.parent} is gone; if the store was moved, "
+                                 "run python -m mtc.relocate beside it (README: moving a local store)")
         else:
             path = client.download_artifacts(run_id, "labels.npz", tmp)
         with np.load(path) as stored:

@@ -172,7 +172,11 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
     runs = children(client, result)
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in runs]
     assert len(keys) == 6 and len(set(keys)) == 6  # one run per (grid point, seed)
-    assert {r.info.status for r in runs} == {"FINISHED"}  # nothing left RUNNING or SCHEDULED
+    assert {r.info.status for r in runs} == {"FINISHED"}  # nothing left RUNNING
+    for point in {r.data.tags[tracking.POINT_TAG] for r in runs}:  # a point's 3 seeds run one after another in
+        seeds = sorted((r for r in runs if r.data.tags[tracking.POINT_TAG] == point), key=lambda r: r.info.start_time)
+        assert all(later.info.start_time >= earlier.info.end_time  # its Tune trial, each run created as its fit
+                   for earlier, later in zip(seeds, seeds[1:]))    # starts: MLflow's duration is the trial's own
     replaced = client.search_runs([result["experiment_id"]], run_view_type=ViewType.DELETED_ONLY)
     assert len(replaced) == 1  # the killed seed's half-started run, replaced by a fresh one
     assert replaced[0].data.tags[tracking.TRIAL_KEY_TAG] in keys

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 
 from mtc import tracking
@@ -49,7 +51,7 @@ def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tm
     run_id = client.create_run(experiment).info.run_id
     prototype = MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5)
     metrics = fit_and_log(client, Trial({}, 0, run_id), dataset, prototype, "mtcmrl", {"name": "synthetic"}, 1,
-                          {"mtc.node_id": "n1"}, heatmaps=False)
+                          heatmaps=False)
     assert metrics is None
     run = client.get_run(run_id)
     assert run.info.status == "FAILED"  # not left RUNNING by a second failure in the failure path
@@ -57,25 +59,36 @@ def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tm
     assert run.data.tags["mtc.error_txt"].startswith("not written: ")
 
 
-def test_a_retried_trial_keeps_finished_runs_and_replaces_started_ones(tmp_path):
+def test_a_trial_run_is_created_as_its_fit_starts_and_a_retry_keeps_finished_runs_and_replaces_started_ones(tmp_path):
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
     parent = client.create_run(experiment).info.run_id
-    (pending,), _ = tracking.prepare_child_runs(client, experiment, parent, "m", [Trial({"a": 1}, 0)], {"x": "y"})
-    assert client.get_run(pending.run_id).info.status == "SCHEDULED"  # queued, not RUNNING
-    assert tracking.start_trial_run(client, pending.run_id) == (pending.run_id, None)
-    assert client.get_run(pending.run_id).info.status == "RUNNING"
-    client.log_metric(pending.run_id, "objective", 3.0, step=0)  # then the worker died
-    fresh, metrics = tracking.start_trial_run(client, pending.run_id)  # the retry
-    assert fresh != pending.run_id and metrics is None
-    old, new = client.get_run(pending.run_id), client.get_run(fresh)
+    trial = Trial({"a": 1}, 0)
+    pending, finished = tracking.prepare_child_runs(client, experiment, parent, [trial])
+    assert pending == [trial] and finished == []
+    assert [r.info.run_id for r in tracking.find_runs(client, experiment)] == [parent]  # no run before the fit starts
+    before = int(time.time() * 1000)
+    run_id, metrics = tracking.start_trial_run(client, experiment, parent, trial, {"x": "y"})
+    run = client.get_run(run_id)
+    assert metrics is None and run.info.status == "RUNNING" and run.info.start_time >= before  # the trial's own time
+    assert run.info.run_name == trial.name and run.data.tags["x"] == "y"
+    assert run.data.tags[tracking.PARENT_TAG] == parent and run.data.tags[tracking.TRIAL_KEY_TAG] == trial.key
+    client.log_metric(run_id, "objective", 3.0, step=0)  # then the worker died
+    fresh, metrics = tracking.start_trial_run(client, experiment, parent, trial, {"x": "y"})  # the retry
+    assert fresh != run_id and metrics is None
+    old, new = client.get_run(run_id), client.get_run(fresh)
     assert old.info.lifecycle_stage == "deleted"
     assert new.info.run_name == old.info.run_name and new.data.metrics == {}
     assert {k: v for k, v in new.data.tags.items() if not k.startswith("mlflow.") or k == tracking.PARENT_TAG} == \
         {k: v for k, v in old.data.tags.items() if not k.startswith("mlflow.") or k == tracking.PARENT_TAG}
     client.log_metric(fresh, "acc/mean", 1.0)
     client.set_terminated(fresh, "FINISHED")
-    assert tracking.start_trial_run(client, fresh) == (None, {"acc/mean": 1.0})  # finished: kept
+    assert tracking.start_trial_run(client, experiment, parent, trial, {}) == (None, {"acc/mean": 1.0})  # kept
+    other = Trial({"a": 2}, 0)
+    started, _ = tracking.start_trial_run(client, experiment, parent, other, {})  # then the driver died
+    pending, finished = tracking.prepare_child_runs(client, experiment, parent, [trial, other])  # resumed
+    assert pending == [other] and [r.info.run_id for r in finished] == [fresh]
+    assert client.get_run(started).info.lifecycle_stage == "deleted"
 
 
 def test_the_printed_links_open_the_runs_in_model_training_mode():
