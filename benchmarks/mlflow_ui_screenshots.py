@@ -5,7 +5,13 @@
 Starts ``mlflow server`` on the store (loopback, a free port), finds the newest finished sweep,
 and saves what Debian's ``chromium --headless=new`` renders (with a virtual-time budget, so
 that the single-page app has drawn) for: the experiment as it opens, the runs table, the
-parent run (its description is the report), one child run, and its CSV artifact preview.
+parent run (its description is the report), one child run, its CSV artifact preview, its
+"Model metrics" tab (a 1600 x 9000 window: the ``objective`` section with the trace is far
+down) and the sweep's runs in chart mode (filtered on the parent and sorted by accuracy, so
+that MLflow lists the child runs instead of folding them under the parent). Chart cards
+draw once Chromium reports them on screen, which headless Chromium sometimes never does
+(3 of 16 shots stayed spinners); ``--run-all-compositor-stages-before-draw`` is set, and a
+shot that still shows spinners can simply be taken again.
 The REST side of the same checks runs in CI (tests/test_sweep.py); this script is for the
 eye and needs chromium (``apt-get install chromium``).
 """
@@ -19,14 +25,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 from mtc import tracking
 from mtc.loopback import free_port, wait_for_port
 
 
 def screenshot(url: str, path: Path, width: int = 1600, height: int = 1000) -> None:
+    """Save what headless Chromium renders at ``url`` after 20 s of virtual time."""
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--run-all-compositor-stages-before-draw",
                         f"--user-data-dir={profile}", f"--window-size={width},{height}",
                         "--virtual-time-budget=20000", f"--screenshot={path}", url],
                        check=True, capture_output=True, timeout=120)
@@ -59,15 +68,19 @@ def main() -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                               env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     base = f"http://127.0.0.1:{port}/#/experiments/{experiment}"
+    children = f"tags.{tracking.PARENT_TAG} = '{parent}'"
     view = f"?workflowType={tracking.UI_WORKFLOW}"  # as the sweep prints its links
     pages = {"experiment_plain": base, "experiment": f"{base}{view}", "runs_table": f"{base}/runs{view}",
              "parent_run": f"{base}/runs/{parent}{view}", "child_run": f"{base}/runs/{child}{view}",
              "child_artifact_csv": f"{base}/runs/{child}/artifacts/objective_trace.csv{view}",
-             "child_chart": f"{base}/runs/{child}/model-metrics{view}"}
+             "child_chart": f"{base}/runs/{child}/model-metrics{view}",
+             "sweep_charts": f"{base}/runs{view}&compareRunsMode=CHART&searchFilter={quote(children, safe='')}"
+                             f"&orderByKey={quote('metrics.`acc/mean`', safe='')}&orderByAsc=false"}
+    tall = {"child_chart": 9000, "sweep_charts": 9000}
     try:
         wait_for_port(port, 120)
         for name, url in pages.items():
-            screenshot(url, out / f"{name}.png")
+            screenshot(url, out / f"{name}.png", height=tall.get(name, 1000))
             print(f"{name}: {url} -> {out / f'{name}.png'}")
     finally:
         os.killpg(server.pid, 15)

@@ -28,6 +28,10 @@ POINT_TAG = "mtc.point"
 DATASET_HASH_TAG = "mtc.dataset_hash"
 # MLflow 3's UI opens an experiment on its GenAI overview unless this tag says otherwise.
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+# The objective per iteration, raw and as log10: named "objective/..." so that MLflow's
+# charts show them in one section with objective/final and objective/relative (the UI groups
+# charts by the name before "/"; a bare "objective" lands in the last section, far down).
+OBJECTIVE_TRACE, OBJECTIVE_LOG10 = "objective/trace", "objective/log10"
 UI_WORKFLOW = "machine_learning"  # the UI's "Model training" mode (its default is "genai"), as a link parameter
 
 
@@ -236,7 +240,7 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
 
     now = int(time.time() * 1000)
     metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
-    for name, trace in {"objective": outcome.objective_trace, **readable_objective(outcome.objective_trace),
+    for name, trace in {OBJECTIVE_TRACE: outcome.objective_trace, **readable_objective(outcome.objective_trace),
                         **outcome.traces}.items():
         metrics += [entities.Metric(name, float(v), now, step) for step, v in enumerate(trace)]
     client.log_batch(
@@ -271,7 +275,7 @@ def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list
 def readable_objective(trace: np.ndarray) -> dict[str, np.ndarray]:
     """The objective on a scale MLflow's linear chart shows: log10 of it when it stays
     positive (from 1.4e5 to 318 the raw trace is flat after a few steps)."""
-    return {"objective_log10": np.log10(trace)} if np.all(trace > 0) else {}
+    return {OBJECTIVE_LOG10: np.log10(trace)} if np.all(trace > 0) else {}
 
 
 def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -> list[np.ndarray]:
@@ -323,11 +327,11 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
 
 
 def log_convergence_figure(client, parent_id: str, runs: dict[str, str], path: Path, title: str) -> None:
-    """One PNG of the ``objective`` metric history of every run ({label: run id}), logged to
-    the parent run."""
+    """One PNG of the objective trace (metric OBJECTIVE_TRACE) of every run ({label: run id}),
+    logged to the parent run."""
     from mtc.plots import convergence_plot
 
-    traces = {label: np.array([m.value for m in sorted(client.get_metric_history(run_id, "objective"),
+    traces = {label: np.array([m.value for m in sorted(client.get_metric_history(run_id, OBJECTIVE_TRACE),
                                                           key=lambda m: m.step)])
               for label, run_id in runs.items()}
     convergence_plot(traces, str(path), title)

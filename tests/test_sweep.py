@@ -75,11 +75,11 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     assert run.data.metrics["toy_score"] == 8.0
     assert (run.data.metrics["toy_mass/task0"], run.data.metrics["toy_mass/task1"]) == (0.0, 1.0)
     # traces: the objective and a per-task trace, with steps
-    objective = client.get_metric_history(run_id, "objective")
+    objective = client.get_metric_history(run_id, "objective/trace")
     assert [m.value for m in sorted(objective, key=lambda m: m.step)] == [5.0, 4.0, 3.5, 3.25]
     assert run.data.metrics["objective/final"] == 3.25
     assert run.data.metrics["objective/relative"] == 3.25 / 5.0
-    log10 = sorted(client.get_metric_history(run_id, "objective_log10"), key=lambda m: m.step)
+    log10 = sorted(client.get_metric_history(run_id, "objective/log10"), key=lambda m: m.step)
     assert [m.value for m in log10] == pytest.approx(np.log10([5.0, 4.0, 3.5, 3.25]))
     assert 0.5 < run.data.metrics["silhouette/mean"] <= 1.0  # well-separated synthetic clusters
     trace_csv = Path(client.download_artifacts(run_id, "objective_trace.csv")).read_text().splitlines()
@@ -182,7 +182,7 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
     assert replaced[0].data.tags[tracking.TRIAL_KEY_TAG] in keys
     assert all(s.n_runs == 3 and s.n_failed == 0 for s in result["summaries"])  # every seed counted once
     for run in runs:  # the trace was logged once: 4 steps, not 8
-        assert len(client.get_metric_history(run.info.run_id, "objective")) == 4
+        assert len(client.get_metric_history(run.info.run_id, "objective/trace")) == 4
 
 
 def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
@@ -250,7 +250,7 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
         assert {"shift", "fail", "seed", "method", "data.name"} <= params and not any(p.startswith("params.")
                                                                                         for p in params)
         metrics = {m["key"] for m in run["data"]["metrics"]}
-        assert {"acc/mean", "acc/task0", "silhouette/mean", "objective/relative", "objective_log10"} <= metrics
+        assert {"acc/mean", "acc/task0", "silhouette/mean", "objective/relative", "objective/log10"} <= metrics
         search = urllib.request.Request(  # the runs table's search box: metrics.`acc/mean` > 0.5, as documented
             f"{base}/api/2.0/mlflow/runs/search", method="POST", headers={"Content-Type": "application/json"},
             data=json.dumps({"experiment_ids": [result["experiment_id"]], "max_results": 50,
