@@ -119,7 +119,7 @@ def test_row_space_coordinates_give_the_same_fit(planted):
     sparse_tasks = [np.abs(X) for X in planted.matrices]
     fits = [MTCMRL(n_clusters=4, row_space=flag, stopping="relative", tol=0, max_iter=15, random_state=1
                    ).fit(sparse_tasks) for flag in (True, False)]
-    np.testing.assert_allclose(fits[0].objective_trace_, fits[1].objective_trace_, rtol=1e-9)
+    np.testing.assert_allclose(fits[0].objective_trace_, fits[1].objective_trace_, rtol=1e-10)
     for W_reduced, W_full in zip(fits[0].W_, fits[1].W_):
         assert W_reduced.shape == W_full.shape == (planted.n_features, 4)
         np.testing.assert_allclose(W_reduced, W_full, rtol=1e-7, atol=1e-9)
@@ -160,3 +160,48 @@ def test_the_last_objective_is_eq3_recomputed_from_scratch_at_the_returned_facto
         distances = ((model.W_[t][:, :, None] - model.W_[s][:, None, :]) ** 2).sum(axis=0)
         total += model.alpha * (np.sum(distances * G) + model.beta * np.sum(G * G))
     assert model.objective_trace_[-1] == pytest.approx(total, rel=1e-10)
+
+
+@pytest.mark.parametrize("density", [0.02, 1.0])
+def test_both_ridge_factor_routes_solve_the_ridge_systems(density):
+    """RidgeFactor streams V, or X and U for sparse X (issue 15): each column is
+    (lam X'X + c_j I)^-1 b_j, as a dense solve gives."""
+    import scipy.sparse as sp
+
+    from mtc.methods.mtcmrl import RidgeFactor
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 300, density=density, random_state=1, format="csr")
+    factor = RidgeFactor(X)
+    assert (factor.V is None) == (density < 1)  # sparse: through X and U; dense: through V
+    lam, c, B = 0.7, np.array([0.5, 1.5, 4.0]), rng.normal(size=(300, 3))
+    gram = (X.T @ X).toarray()
+    expected = np.column_stack([np.linalg.solve(lam * gram + cj * np.eye(300), b) for cj, b in zip(c, B.T)])
+    np.testing.assert_allclose(factor.solve(lam, c, B), expected, rtol=1e-9, atol=1e-12)
+
+
+def test_row_space_auto_is_used_only_when_it_has_fewer_coordinates_than_features(planted):
+    tall = [np.abs(X) for X in planted.matrices]  # 3 x 100 samples, 40 features: no row space
+    wide = [X[::10] for X in tall]  # 3 x 10 samples: 31 coordinates < 40 features
+    for tasks, expected in ((tall, False), (wide, True)):
+        assert MTCMRL(row_space="auto")._uses_row_space(tasks) is expected
+        auto, explicit = (MTCMRL(n_clusters=4, row_space=flag, max_iter=5, random_state=0).fit(tasks)
+                          for flag in ("auto", expected))
+        np.testing.assert_array_equal(auto.objective_trace_, explicit.objective_trace_)
+
+
+def test_sparse_data_through_x_and_u_gives_the_dense_fit():
+    """The fit on sparse tasks (ridge systems through X and U) equals the fit on the same
+    tasks dense (through V) to 1e-10 along the whole trace, in the original features and in
+    the row space alike."""
+    import scipy.sparse as sp
+
+    from mtc.methods.mtcmrl import RidgeFactor
+
+    sparse = [sp.random(40, 300, density=0.03, random_state=seed, format="csr") for seed in range(3)]
+    dense = [X.toarray() for X in sparse]
+    assert all(RidgeFactor(X).V is None for X in sparse) and all(RidgeFactor(X).V is not None for X in dense)
+    for row_space in (False, True):
+        fits = [MTCMRL(n_clusters=3, row_space=row_space, stopping="relative", tol=0, max_iter=15,
+                       random_state=1).fit(tasks) for tasks in (sparse, dense)]
+        np.testing.assert_allclose(fits[0].objective_trace_, fits[1].objective_trace_, rtol=1e-10)

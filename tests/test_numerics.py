@@ -63,3 +63,20 @@ def test_cache_is_a_shared_handle_and_optional():
         cached(cache, "step", "key", lambda: calls.append(1) or np.zeros(2))
     cached(None, "step", "key", lambda: calls.append(1) or np.zeros(2))
     assert len(calls) == 2  # once into the cache, once without one
+
+
+def test_cosine_product_is_the_cosine_affinity_of_non_negative_sparse_rows():
+    from mtc.numerics.affinity import CosineProduct, cosine_affinity, cosine_operator
+
+    X = sp.random(50, 400, density=0.02, random_state=0, format="lil")
+    X[3] = 0  # an empty row: cosine 0 to everything, as in cosine_similarity
+    X = X.tocsr()
+    operator = cosine_operator(X)
+    assert isinstance(operator, CosineProduct)
+    M, Y = cosine_affinity(X), np.random.default_rng(0).random((50, 3))
+    np.testing.assert_allclose(operator @ Y, M @ Y, rtol=1e-12, atol=1e-14)
+    assert operator.squared_norm() == pytest.approx(float(np.sum(M * M)), rel=1e-12)
+    signed = X.copy()
+    signed.data[0] = -signed.data[0]  # clipping would matter: the dense matrix is kept
+    assert isinstance(cosine_operator(signed), np.ndarray)
+    assert isinstance(cosine_operator(X.toarray()), np.ndarray)

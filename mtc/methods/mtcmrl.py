@@ -43,10 +43,11 @@ from numbers import Integral
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.base import AFFINITY, NON_NEGATIVE, POSITIVE, STOPPING, MultiTaskClusterer
-from mtc.numerics.affinity import affinity_matrix, squared_distances
+from mtc.numerics.affinity import CosineProduct, affinity_matrix, cosine_operator, squared_distances
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged
 from mtc.numerics.linalg import as_dense, gram_svd
@@ -87,17 +88,28 @@ class RowSpace:
 
 class RidgeFactor:
     """Thin SVD X = U S V' of one task's data (from its Gram matrix, see gram_svd), once per
-    fit, for every (lambda X'X + c I)^-1 b of the fit."""
+    fit, for every (lambda X'X + c I)^-1 b of the fit.
+
+    V'B and V z are memory-bound (B has h_t columns), so the factor keeps whichever is
+    cheaper to stream: V (d x r), or, for sparse X, X and U (n x r) with V'B = S^-1 U'(X B)
+    and V z = X'(U S^-1 z) when nnz(X) + n r < d r (20NG: n_t < d = 3000 at 2 % density)."""
 
     def __init__(self, X):
         U, self.s = gram_svd(X)
-        self.V = np.asarray(X.T @ U) / self.s[None, :]
+        through_X = sp.issparse(X) and X.nnz + U.size < X.shape[1] * self.s.size
+        self.X, self.U = (sp.csr_matrix(X), U / self.s[None, :]) if through_X else (None, None)
+        self.V = None if through_X else np.asarray(X.T @ U) / self.s[None, :]
 
     def solve(self, lam: float, c: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Columns w_j = (lam X'X + c_j I)^-1 b_j."""
-        VtB = self.V.T @ B
-        inside = self.V @ (VtB / (lam * self.s[:, None] ** 2 + c[None, :]))
-        return inside + (B - self.V @ VtB) / c[None, :]
+        """Columns w_j = (lam X'X + c_j I)^-1 b_j = b_j / c_j - V diag(lam s^2 / (c_j (lam s^2
+        + c_j))) V'b_j: the part in the span of V plus the rest, b_j - V V'b_j, scaled by 1/c_j,
+        written with two products with V instead of three."""
+        ls2 = lam * self.s[:, None] ** 2
+        scale = ls2 / ((ls2 + c[None, :]) * c[None, :])
+        if self.V is not None:
+            return B / c[None, :] - self.V @ ((self.V.T @ B) * scale)
+        VtB = self.U.T @ (self.X @ B)  # U here is U S^-1
+        return B / c[None, :] - self.X.T @ (self.U @ (VtB * scale))
 
 
 class MTCMRL(MultiTaskClusterer):
@@ -131,8 +143,11 @@ class MTCMRL(MultiTaskClusterer):
         Tolerance of the stopping rule (Sec. 4.7: 1).
     max_iter : int, default=100
         Outer iterations at most (0: only the initial point, e.g. to time the set-up).
-    row_space : bool, default=True
-        Run in the exact coordinates of the tasks' row space (see RowSpace).
+    row_space : bool or "auto", default="auto"
+        Run in the exact coordinates of the tasks' row space (see RowSpace); "auto": when
+        they are fewer than the features (sum_t n_t + 1 < d, e.g. Reuters, WebKB4), not when
+        they are not (20NG: N = 5344 > d = 3000, where they would only turn sparse data
+        dense). Both routes give the same fit up to rounding (tested).
     cache : Cache or None, default=None
         Keeps the seed- and parameter-free preparation (affinities, row space, ridge
         factors) for the next fit on the same data; results are identical without it.
@@ -168,12 +183,13 @@ class MTCMRL(MultiTaskClusterer):
         "affinity": [AFFINITY], "g_solver": [StrOptions(set(G_SOLVERS))],
         "w_solver": [StrOptions({"ridge", "sylvester"})], "w_update": [StrOptions({"exact", "paper"})],
         "y_update": [StrOptions({"monotone", "paper"})], "stopping": [STOPPING], "tol": [NON_NEGATIVE],
-        "max_iter": [Interval(Integral, 0, None, closed="left")], "row_space": ["boolean"], "cache": [None, Cache],
+        "max_iter": [Interval(Integral, 0, None, closed="left")], "row_space": ["boolean", StrOptions({"auto"})],
+        "cache": [None, Cache],
     }
 
     def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, alpha=1.0, beta=0.5, affinity="cosine",
                  g_solver="projection", w_solver="ridge", w_update="exact", y_update="monotone",
-                 stopping="decrease", tol=1.0, max_iter=100, row_space=True, cache=None, random_state=None):
+                 stopping="decrease", tol=1.0, max_iter=100, row_space="auto", cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.lambda_ = lambda_
         self.mu = mu
@@ -250,7 +266,8 @@ class MTCMRL(MultiTaskClusterer):
 
     def _update_Y(self, t):  # Eq. 14-19
         Y, W = self.Y_[t], self.W_[t]
-        Q, MY = self._X[t] @ W, self._M[t] @ Y
+        kept = self._products.get(t)  # M Y of the last accepted step is M Y of this Y
+        Q, MY = self._X[t] @ W, kept[2] if kept and kept[0] is Y else self._M[t] @ Y
         Q_pos, Q_neg = (np.abs(Q) + Q) / 2.0, (np.abs(Q) - Q) / 2.0
         ratio = (MY + self.lambda_ * Q_pos) / (Y @ (Y.T @ Y) + self.lambda_ * Y + self.lambda_ * Q_neg + EPS)
         if self.y_update == "paper":
@@ -269,15 +286,21 @@ class MTCMRL(MultiTaskClusterer):
             exponent /= 2.0
 
     # --- fit -----------------------------------------------------------------------------
-    def _prepare(self, matrices) -> tuple:
-        """The seed- and parameter-free part of a fit: similarities M^t with ||M^t||^2, the
+    def _uses_row_space(self, matrices) -> bool:
+        if self.row_space == "auto":
+            return sum(X.shape[0] for X in matrices) + 1 < matrices[0].shape[1]
+        return bool(self.row_space)
+
+    def _prepare(self, matrices, row_space: bool) -> tuple:
+        """The seed- and parameter-free part of a fit: similarities M^t (for non-negative sparse
+        data with the cosine affinity, the exact product form CosineProduct) with ||M^t||^2, the
         row space (or None), the ridge factors of the data in the coordinates used (or
         None) and the k-means seeding's coordinates (mtc.numerics.seeding.kmeans_coordinates).
         Kept in ``cache`` when one is given: in a sweep, every grid point and seed on the
         same data shares it."""
-        M = [affinity_matrix(X, self.affinity) for X in matrices]
-        M_sq = [float(np.sum(Mt * Mt)) for Mt in M]
-        space = RowSpace(matrices) if self.row_space else None  # exact change of coordinates, see RowSpace
+        M = [cosine_operator(X) if self.affinity == "cosine" else affinity_matrix(X, self.affinity) for X in matrices]
+        M_sq = [Mt.squared_norm() if isinstance(Mt, CosineProduct) else float(np.sum(Mt * Mt)) for Mt in M]
+        space = RowSpace(matrices) if row_space else None  # exact change of coordinates, see RowSpace
         X = space.Z if space is not None else matrices
         factors = [RidgeFactor(Xt) for Xt in X] if self.w_solver == "ridge" else None
         # seed-free (1.7 s of a 20NG fit otherwise); None where they are X itself, which the
@@ -287,14 +310,15 @@ class MTCMRL(MultiTaskClusterer):
 
     def _fit(self, matrices, n_clusters, rng):
         self._T = len(matrices)
-        key = (fingerprint(*matrices), self.affinity, self.row_space, self.w_solver)
+        row_space = self._uses_row_space(matrices)
+        key = (fingerprint(*matrices), self.affinity, row_space, self.w_solver)
         self._M, self._M_sq, space, self._factors, seeding = cached(self.cache, "mtcmrl_preparation", key,
-                                                                    lambda: self._prepare(matrices))
+                                                                    lambda: self._prepare(matrices, row_space))
         self._X = space.Z if space is not None else matrices
         self._products = {}  # task -> (Y, W, M Y, X W) of the last Y step, see _task_terms
         self.Y_ = [initial_indicator(X if C is None else C, k, rng)  # k-means on exact coordinates
                    for X, C, k in zip(matrices, seeding, n_clusters)]
-        if self.row_space:
+        if row_space:
             self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]
         else:
             self.W_ = [np.ones((X.shape[1], k)) for X, k in zip(matrices, n_clusters)]  # d x h_t (the text says n_t x h_t)
@@ -317,7 +341,7 @@ class MTCMRL(MultiTaskClusterer):
         self.w_norm_trace_ = np.array(w_norms)
         self.n_iter_ = len(trace) - 1
         self.labels_ = [np.argmax(Y, axis=1) for Y in self.Y_]
-        if self.row_space:
+        if row_space:
             self.W_ = [space.to_features(Omega) for Omega in self.W_]
         for name in ("_X", "_M", "_M_sq", "_factors", "_products"):
             self.__dict__.pop(name, None)
@@ -346,7 +370,7 @@ class SNMFLR(MTCMRL):
     """
 
     def __init__(self, n_clusters=2, lambda_=1.0, mu=0.5, affinity="cosine", w_solver="ridge",
-                 y_update="monotone", stopping="decrease", tol=1.0, max_iter=100, row_space=True, cache=None,
+                 y_update="monotone", stopping="decrease", tol=1.0, max_iter=100, row_space="auto", cache=None,
                  random_state=None):
         super().__init__(n_clusters=n_clusters, lambda_=lambda_, mu=mu, alpha=0.0, beta=0.0, affinity=affinity,
                          w_solver=w_solver, y_update=y_update, stopping=stopping, tol=tol, max_iter=max_iter,

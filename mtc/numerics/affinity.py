@@ -32,6 +32,35 @@ def cosine_affinity(X) -> np.ndarray:
     return M
 
 
+class CosineProduct:
+    """The cosine affinity of non-negative sparse rows as a product, M = N N' with N the rows
+    scaled to unit length (no entry is negative, so cosine_affinity's clipping changes
+    nothing): M @ Y costs two sparse products, O(nnz h), instead of a pass over the dense
+    n x n M (20NG: 2 x 90,000 nonzeros against 1558^2 entries per product)."""
+
+    def __init__(self, X):
+        from sklearn.preprocessing import normalize
+
+        self.N = sp.csr_matrix(normalize(X))  # zero rows stay zero, as in cosine_similarity
+        self.shape = (X.shape[0], X.shape[0])
+
+    def __matmul__(self, Y: np.ndarray) -> np.ndarray:
+        return np.asarray(self.N @ (self.N.T @ Y))
+
+    def squared_norm(self) -> float:
+        """||M||_F^2."""
+        M = as_dense(self.N @ self.N.T)
+        return float(np.sum(M * M))
+
+
+def cosine_operator(X):
+    """What multiplies by the cosine affinity of X: a CosineProduct for non-negative sparse X
+    whose two sparse products are cheaper than the dense matrix, else cosine_affinity(X)."""
+    if sp.issparse(X) and (X.nnz == 0 or X.data.min() >= 0) and 2 * X.nnz < X.shape[0] ** 2:
+        return CosineProduct(X)
+    return cosine_affinity(X)
+
+
 def median_positive(D2: np.ndarray) -> float:
     """Median of the non-zero off-diagonal squared distances (bandwidth heuristic)."""
     positive = D2[np.triu_indices_from(D2, k=1)]
