@@ -1,13 +1,18 @@
-"""MTCFIR per step: wall time and peak memory of mSDA, consistent similarity and SNMF.
+"""MTCFIR per step: wall time and peak memory of mSDA, consistent similarity and SNMF, and
+SNMF's time per iteration beside the time of its products.
 
     MTC_DATA_DIR=../shared/data python benchmarks/mtcfir_steps.py [data ...]   (default: webkb4 handdigits)
 
 For each dataset, at p = 0.5, g = 3, lambda = 0.3 (the middle of Sec. 4.3's grid), one
 thread per BLAS call left to the machine: step 1 (mSDA on all tasks stacked), step 2
 (relation matrices V^(ts), task weights alpha, and the consistent similarity of every
-task) and step 3 (k-means + 0.2 initialisation and SNMF of every task, one seed). Peak
-memory is the largest tracemalloc peak (numpy reports its buffers to it) within the step,
-printed beside the size of all n_t x n_s relation matrices, the floor step 2 needs.
+task, kept sparse as MTCFIR keeps it when at most a quarter of it is non-zero) and step 3
+(k-means + 0.2 initialisation and SNMF of every task, one seed), on the sparse similarity
+as MTCFIR runs it and on the same matrix dense (the route before issue 15; same trace).
+Peak memory is the largest tracemalloc peak (numpy reports its buffers to it) within the
+step, printed beside the size of all n_t x n_s relation matrices, the floor step 2 needs.
+Per task, SNMF's time per iteration is printed beside its products (M Y, Y'Y, Y (Y'Y))
+timed on the same operands (benchmarks/product_reference.py), and their ratio.
 """
 
 import math
@@ -19,11 +24,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from mtc.cli import configured_dataset
+from mtc.methods.mtcfir import sparse_if_sparser
 from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
                                                 rescale_and_symmetrise, task_weights)
 from mtc.numerics.msda import msda_features
 from mtc.numerics.seeding import initial_indicator
+from mtc.numerics.linalg import as_dense
 from mtc.numerics.snmf import snmf
+
+from product_reference import Product, reference_line
 
 
 def measured(step):
@@ -50,21 +59,30 @@ def main(names):
         def similarity_step():
             relations = relation_matrices(features)
             alpha = task_weights(relations, neighbours)
-            return [rescale_and_symmetrise(adaptive_neighbours(A, l))
+            return [sparse_if_sparser(rescale_and_symmetrise(adaptive_neighbours(A, l)))
                     for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
 
         similarities, seconds, peak = measured(similarity_step)
         floor = sum(a.shape[0] * b.shape[0] for a in features for b in features) * 8 / 2**20
         print(f"{name:10s} {'2 consistent similarity':24s} {seconds:8.2f} {peak:9.1f}   all V^(ts): {floor:.1f} MiB")
-        rng = np.random.default_rng(0)
+        starts = [initial_indicator(F, k, np.random.default_rng(0)) for F, k in zip(features, ks)]
+        density = "/".join(f"{M.nnz / M.shape[0] ** 2:.3f}" if sp.issparse(M) else "dense" for M in similarities)
+        for label, operands in (("sparse M", similarities), ("dense M", [as_dense(M) for M in similarities])):
+            def snmf_step():
+                return [snmf(M, Y, update="sqrt", stopping="relative", tol=1e-5, max_iter=500)
+                        for M, Y in zip(operands, starts)]
 
-        def snmf_step():
-            return [snmf(M, initial_indicator(F, k, rng), update="sqrt", stopping="relative", tol=1e-5, max_iter=500)
-                    for M, F, k in zip(similarities, features, ks)]
-
-        fits, seconds, peak = measured(snmf_step)
-        iterations = "/".join(str(fit.n_iter) for _, fit in fits)
-        print(f"{name:10s} {'3 SNMF, one seed':24s} {seconds:8.2f} {peak:9.1f}   iterations {iterations}")
+            fits, seconds, peak = measured(snmf_step)
+            iterations = "/".join(str(fit.n_iter) for _, fit in fits)
+            print(f"{name:10s} {'3 SNMF, ' + label:24s} {seconds:8.2f} {peak:9.1f}   iterations {iterations}, "
+                  f"non-zeros {density}")
+        for t, ((Y, fit), M) in enumerate(zip(fits, similarities)):  # the dense fits' Y: only shapes matter
+            start = time.perf_counter()
+            _, again = snmf(M, starts[t], update="sqrt", stopping="relative", tol=1e-5, max_iter=500)
+            per_iteration = (time.perf_counter() - start) / max(again.n_iter, 1)
+            products = [Product("M Y", M, Y.shape[1]), Product("Y'Y", np.ascontiguousarray(Y.T), Y.shape[1]),
+                        Product("Y (Y'Y)", Y, Y.shape[1])]
+            print(reference_line(f"{name:10s} SNMF task {t} (sparse M)", per_iteration, products))
 
 
 if __name__ == "__main__":

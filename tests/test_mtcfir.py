@@ -136,7 +136,8 @@ def test_seed_independent_steps_are_cached_and_identical_without_the_cache(plant
     assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 2
     np.testing.assert_array_equal(first.task_weights_, second.task_weights_)
     alpha, similarities = next(iter(cache.results["mtcfir_similarities"].values()))
-    assert not alpha.flags.writeable and not similarities[0].flags.writeable
+    assert sp.issparse(similarities[0])  # l = 10 of n_t = 100 neighbours: at most 20 % non-zero
+    assert not alpha.flags.writeable and not similarities[0].data.flags.writeable
     fresh = MTCFIR(n_clusters=3, random_state=0).fit(planted.matrices)
     np.testing.assert_array_equal(first.objective_trace_, fresh.objective_trace_)  # bit-identical
     np.testing.assert_array_equal(first.task_weights_, fresh.task_weights_)
@@ -161,3 +162,21 @@ def test_distances_from_features_equal_the_sum_over_relation_matrices(sparse, wi
     alpha = np.array([[1.0, 0.3, 0.5], [0.7, 0.0, 0.2], [0.1, 0.4, 1.0]])
     explicit = 0.7 * squared_distances(relations[(1, 0)]) + 0.2 * squared_distances(relations[(1, 2)])
     np.testing.assert_allclose(list(distance_matrices(features, relations, alpha))[1], explicit, atol=1e-10)
+
+
+@pytest.mark.parametrize("update", ["sqrt", "quarter"])
+def test_snmf_on_the_sparse_similarity_gives_the_dense_trace(planted, update):
+    """MTCFIR keeps its l-neighbour similarities sparse (issue 15): SNMF on them follows the
+    same trace as on the dense matrices to 1e-10."""
+    from mtc.numerics.seeding import initial_indicator
+    from mtc.numerics.snmf import snmf
+
+    cache = Cache()
+    MTCFIR(n_clusters=3, neighbour_ratio=0.1, random_state=0, cache=cache).fit(planted.matrices)
+    _, similarities = next(iter(cache.results["mtcfir_similarities"].values()))
+    for M, X in zip(similarities, planted.matrices):
+        assert sp.issparse(M) and M.nnz < 0.25 * M.shape[0] ** 2
+        Y = initial_indicator(X, 3, np.random.default_rng(0))
+        (_, sparse), (_, dense) = (snmf(S, Y, update=update, tol=0, max_iter=60) for S in (M, M.toarray()))
+        np.testing.assert_allclose(sparse.trace, dense.trace, rtol=1e-10)
+        np.testing.assert_array_equal(sparse.labels, dense.labels)

@@ -69,9 +69,13 @@ def cached(cache: Cache | None, step: str, key, compute):
 
 
 def _freeze(value) -> None:
-    """Make every array in a (nested) tuple/list result read-only."""
+    """Make every array (dense, or a sparse matrix's arrays) in a (nested) tuple/list result
+    read-only."""
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
+    elif sp.issparse(value):
+        for part in (value.data, value.indices, value.indptr):
+            _freeze(part)
     elif isinstance(value, (tuple, list)):
         for item in value:
             _freeze(item)
