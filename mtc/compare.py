@@ -289,7 +289,8 @@ def wilcoxon_frame(values: pd.DataFrame, metric: str, cells: pd.DataFrame) -> pd
     """``wilcoxon.csv``: per benchmark and task, the best method (highest mean over its seeds)
     against each other method, paired by seed. The means are the score tables' (``cells``
     at the best point), so that both print the same digits."""
-    at_best = cells[(cells.selection == BEST) & (cells.metric == metric)].set_index(["benchmark", "task", "method"])
+    at_best = cells[(cells.selection == BEST) & (cells.metric == metric)]
+    at_best = at_best.set_index(["benchmark", "task", "method"]).sort_index()
     rows = []
     for (benchmark, task), cell in values.groupby(["benchmark", "task"], sort=True):
         by_seed = cell.pivot(index="seed", columns="method", values="value")
