@@ -54,6 +54,6 @@ def reference_seconds(products: list[Product], repeats: int = 5) -> tuple[float,
 def reference_line(label: str, per_iteration: float, products: list[Product]) -> str:
     """One printed line: the measured time per iteration, the products' time, their ratio."""
     total, by_kind = reference_seconds(products)
-    kinds = " + ".join(f"{kind} {1e3 * seconds:.1f}" for kind, seconds in sorted(by_kind.items()))
-    return (f"{label}: {1e3 * per_iteration:.1f} ms per iteration; its {sum(p.count for p in products)} dominant "
-            f"products {1e3 * total:.1f} ms ({kinds}); ratio {per_iteration / total:.2f}")
+    kinds = " + ".join(f"{kind} {1e3 * seconds:.3g}" for kind, seconds in sorted(by_kind.items()))
+    return (f"{label}: {1e3 * per_iteration:.3g} ms per iteration; its {sum(p.count for p in products)} dominant "
+            f"products {1e3 * total:.3g} ms ({kinds}); ratio {per_iteration / total:.2f}")

@@ -37,6 +37,7 @@ from mtc import preflight, tracking
 from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
+from mtc.relocate import relocate_if_moved
 from mtc.report import SELECTIONS, PointSummary, best_point
 from mtc.sweep import point_summaries, trial_records
 
@@ -105,6 +106,9 @@ def open_experiment(uri: str, experiment: str):
                              "sqlite:///<path>.db")
         uri = f"sqlite:///{path}"
     preflight.check_tracking(uri)
+    if uri.startswith("sqlite:///"):  # a moved store, laid out as a sweep leaves it (mlartifacts/ beside it)
+        for line in relocate_if_moved(uri, Path(uri[len("sqlite:///"):]).parent / "mlartifacts"):
+            print(f"the store was moved; {line}")
     client = tracking.client_for(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:

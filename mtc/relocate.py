@@ -7,8 +7,10 @@ mlflow/mlflow#8226), so a folder holding ``mlflow.db`` and ``mlartifacts/`` that
 copied to another machine loses every artifact in the UI, in ``mtc.compare`` and in the
 stability criterion. This rewrites the stored locations of the experiments whose artifacts
 are found under ``--artifacts`` (the experiment's location and each run's artifact URI, old
-prefix to new), in one transaction, and says what it changed. Servers keep artifacts
-behind ``mlflow-artifacts:/`` URIs and need none of this.
+prefix to new), in one transaction, and says what it changed. ``python -m mtc.sweep``,
+``mtc.run`` and ``mtc.compare`` do the same on their own when they open a local store whose
+artifact folders are gone (relocate_if_moved); the MLflow UI needs this command once.
+Servers keep artifacts behind ``mlflow-artifacts:/`` URIs and need none of this.
 """
 
 from __future__ import annotations
@@ -70,6 +72,23 @@ def relocate(tracking_uri: str, artifacts: Path) -> list[str]:
                  "id": experiment_id})
             lines.append(f"experiment {name!r}: {len(moved)} runs ({found} with artifacts), {location} -> {new_root}")
     return lines
+
+
+def relocate_if_moved(tracking_uri: str, artifacts: Path) -> list[str]:
+    """What mtc's own commands do on opening a local store: when an experiment's artifact
+    folder is gone (the store was moved or copied) and ``artifacts`` exists, relocate there;
+    returns the lines of the experiments that moved (none when nothing was missing)."""
+    import sqlalchemy as sa
+
+    store = Path(tracking_uri[len("sqlite:///"):]) if tracking_uri.startswith("sqlite:///") else None
+    if store is None or not store.is_file() or not artifacts.is_dir():
+        return []
+    with sa.create_engine(tracking_uri).connect() as connection:
+        locations = [location for (location,) in connection.execute(sa.text("SELECT artifact_location FROM experiments"))]
+    folders = [local_path(location or "") for location in locations]
+    if not any(folder is not None and not folder.exists() for folder in folders):
+        return []
+    return [line for line in relocate(tracking_uri, artifacts) if " -> " in line]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -45,13 +45,19 @@ def open_store(uri: str, experiment: str, artifact_root: str | None):
     """A client of the store at ``uri`` and the experiment's id. The first touch of a new
     SQLite store runs MLflow's schema migrations, which race between processes
     (``alembic ... Online migration expected to match one row``): it is serialised by a
-    file lock beside the store."""
+    file lock beside the store. A local store that was moved is pointed at
+    ``artifact_root`` (mtc.relocate.relocate_if_moved) before anything is logged."""
     from filelock import FileLock
+
+    from mtc.relocate import relocate_if_moved
 
     client = client_for(uri)
     if not uri.startswith("sqlite:///"):
         return client, ensure_experiment(client, experiment, artifact_root)
     with FileLock(uri[len("sqlite:///"):] + ".create.lock", timeout=120):
+        if artifact_root and "://" not in artifact_root:  # a moved local store: point it at its artifacts
+            for line in relocate_if_moved(uri, Path(artifact_root)):
+                print(f"the store was moved; {line}")
         return client, ensure_experiment(client, experiment, artifact_root)
 
 

@@ -5,6 +5,7 @@ import sys
 import numpy as np
 
 from mtc import tracking
+from mtc.relocate import relocate_if_moved
 
 
 def make_store(folder):
@@ -68,3 +69,17 @@ def test_relocate_refuses_what_it_cannot_relocate_in_one_line(tmp_path):
         done = relocate(tmp_path / "store", *args)
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and message in done.stderr
+
+
+def test_mtc_commands_relocate_a_moved_store_when_they_open_it(tmp_path):
+    experiment, run_id = make_store(tmp_path / "old")
+    shutil.move(tmp_path / "old", tmp_path / "new")
+    uri, artifacts = f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}", tmp_path / "new" / "mlartifacts"
+    client, opened = tracking.open_store(uri, "mtc", str(artifacts))  # as python -m mtc.sweep opens it
+    assert opened == experiment and [a.path for a in client.list_artifacts(run_id)] == ["labels.npz"]
+    assert tracking.open_store(uri, "mtc", str(artifacts))[1] == experiment  # nothing missing now: untouched
+    assert relocate_if_moved(uri, artifacts) == []
+    untouched = make_store(tmp_path / "kept")  # a store in place is never rewritten
+    assert relocate_if_moved(f"sqlite:///{tmp_path / 'kept' / 'mlflow.db'}", tmp_path / "new" / "mlartifacts") == []
+    assert tracking.client_for(f"sqlite:///{tmp_path / 'kept' / 'mlflow.db'}").get_run(untouched[1]).info.artifact_uri \
+        .startswith((tmp_path / "kept").as_uri())
