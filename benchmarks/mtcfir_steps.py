@@ -76,6 +76,7 @@ def main(names):
             iterations = "/".join(str(fit.n_iter) for _, fit in fits)
             print(f"{name:10s} {'3 SNMF, ' + label:24s} {seconds:8.2f} {peak:9.1f}   iterations {iterations}, "
                   f"non-zeros {density}")
+        # per iteration, timed again outside tracemalloc (which slows every numpy allocation)
         for t, ((Y, fit), M) in enumerate(zip(fits, similarities)):  # the dense fits' Y: only shapes matter
             start = time.perf_counter()
             _, again = snmf(M, starts[t], update="sqrt", stopping="relative", tol=1e-5, max_iter=500)

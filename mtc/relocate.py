@@ -54,11 +54,12 @@ def relocate(tracking_uri: str, artifacts: Path) -> list[str]:
                 continue
             uris = [uri for (uri,) in connection.execute(
                 sa.text("SELECT artifact_uri FROM runs WHERE experiment_id = :id"), {"id": experiment_id})]
-            moved = [uri for uri in uris if uri.startswith(location)]
+            prefix = location.rstrip("/")
+            moved = [uri for uri in uris if uri.startswith(prefix + "/")]  # not a sibling folder "<root>2/"
             if old_root.resolve() == artifacts.resolve():
                 lines.append(f"experiment {name!r}: {len(uris)} runs, already at {new_root}")
                 continue
-            found = sum((artifacts / uri[len(location):].lstrip("/")).is_dir() for uri in moved)
+            found = sum((artifacts / uri[len(prefix) + 1:]).is_dir() for uri in moved)
             if not found:  # a run that logged nothing has no folder, but an experiment that moved has some
                 lines.append(f"experiment {name!r}: left at {location} (none of its {len(moved)} runs' folders is "
                              f"under {artifacts})")
@@ -68,7 +69,7 @@ def relocate(tracking_uri: str, artifacts: Path) -> list[str]:
             connection.execute(sa.text(
                 "UPDATE runs SET artifact_uri = :new || substr(artifact_uri, :cut) "
                 "WHERE experiment_id = :id AND substr(artifact_uri, 1, :length) = :old"),
-                {"new": new_root, "cut": len(location) + 1, "length": len(location), "old": location,
+                {"new": new_root, "cut": len(prefix) + 1, "length": len(prefix) + 1, "old": prefix + "/",
                  "id": experiment_id})
             lines.append(f"experiment {name!r}: {len(moved)} runs ({found} with artifacts), {location} -> {new_root}")
     return lines

@@ -47,10 +47,10 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.base import AFFINITY, NON_NEGATIVE, POSITIVE, STOPPING, MultiTaskClusterer
-from mtc.numerics.affinity import CosineProduct, affinity_matrix, cosine_operator, squared_distances
+from mtc.numerics.affinity import affinity_matrix, cosine_operator, squared_distances
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged
-from mtc.numerics.linalg import as_dense, gram_svd
+from mtc.numerics.linalg import as_dense, gram_svd, squared_norm
 from mtc.numerics.seeding import initial_indicator, kmeans_coordinates
 from mtc.numerics.simplex import G_SOLVERS, solve_simplex_rows
 from mtc.numerics.snmf import EPS
@@ -299,7 +299,7 @@ class MTCMRL(MultiTaskClusterer):
         Kept in ``cache`` when one is given: in a sweep, every grid point and seed on the
         same data shares it."""
         M = [cosine_operator(X) if self.affinity == "cosine" else affinity_matrix(X, self.affinity) for X in matrices]
-        M_sq = [Mt.squared_norm() if isinstance(Mt, CosineProduct) else float(np.sum(Mt * Mt)) for Mt in M]
+        M_sq = [squared_norm(Mt) for Mt in M]
         space = RowSpace(matrices) if row_space else None  # exact change of coordinates, see RowSpace
         X = space.Z if space is not None else matrices
         factors = [RidgeFactor(Xt) for Xt in X] if self.w_solver == "ridge" else None

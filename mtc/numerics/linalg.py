@@ -12,6 +12,14 @@ def as_dense(X) -> np.ndarray:
     return X.toarray() if sp.issparse(X) else np.asarray(X)
 
 
+def squared_norm(M) -> float:
+    """||M||_F^2 of a dense or sparse matrix, or of an operator that knows its own
+    (``M.squared_norm()``, e.g. mtc.numerics.affinity.CosineProduct)."""
+    if hasattr(M, "squared_norm"):
+        return M.squared_norm()
+    return float(M.multiply(M).sum()) if sp.issparse(M) else float(np.sum(M * M))
+
+
 def gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
     """(U, s) of the thin SVD X = U S V' computed from the n x n Gram matrix X X' = U S^2 U'
     (cheap when d > n), keeping singular values with s^2 > 1e-12 s_max^2. V = X' U / s."""

@@ -13,9 +13,9 @@ rule, which does not stop on a rise.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from mtc.numerics.convergence import SingleFit, has_converged
+from mtc.numerics.linalg import squared_norm
 
 UPDATE_RULES = ("sqrt", "plain", "damped", "quarter")
 EPS = 1e-12  # only ever added to denominators
@@ -44,7 +44,7 @@ def snmf_step(Y: np.ndarray, MY: np.ndarray, rule: str) -> np.ndarray:
 def snmf(M, Y, *, update="sqrt", stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.ndarray, SingleFit]:
     """Run SNMF from Y; returns (Y, fit) with fit.labels = argmax of each row of Y. M may be
     sparse (MTCFIR's l-neighbour similarities): every M Y is then O(nnz k) instead of O(n^2 k)."""
-    M_sq = float(M.multiply(M).sum()) if sp.issparse(M) else float(np.sum(M * M))
+    M_sq = squared_norm(M)
     MY = M @ Y
     trace = [snmf_objective(M, Y, MY, M_sq)]
     converged = False
