@@ -12,7 +12,9 @@ as MTCFIR runs it and on the same matrix dense (the route before issue 15; same 
 Peak memory is the largest tracemalloc peak (numpy reports its buffers to it) within the
 step, printed beside the size of all n_t x n_s relation matrices, the floor step 2 needs.
 Per task, SNMF's time per iteration is printed beside its products (M Y, Y'Y, Y (Y'Y))
-timed on the same operands (benchmarks/product_reference.py), and their ratio.
+timed on the same operands (benchmarks/product_reference.py), and their ratio; then the
+same for MTCFIR-nI's SNMF on the clipped cosine of the mSDA features (50 iterations), as
+the operator MTCFIR-nI uses (N (N'Y) + R Y where that is cheaper, else the dense matrix).
 """
 
 import math
@@ -25,6 +27,7 @@ import scipy.sparse as sp
 
 from mtc.cli import configured_dataset
 from mtc.methods.mtcfir import sparse_if_sparser
+from mtc.numerics.affinity import CosineProduct, cosine_operator
 from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
                                                 rescale_and_symmetrise, task_weights)
 from mtc.numerics.msda import msda_features
@@ -84,6 +87,24 @@ def main(names):
             products = [Product("M Y", M, Y.shape[1]), Product("Y'Y", np.ascontiguousarray(Y.T), Y.shape[1]),
                         Product("Y (Y'Y)", Y, Y.shape[1])]
             print(reference_line(f"{name:10s} SNMF task {t} (sparse M)", per_iteration, products))
+        for t, (F, Y) in enumerate(zip(features, starts)):
+            print(reference_line(f"{name:10s} SNMF -nI task {t}", *cosine_iteration(F, Y)))
+
+
+def cosine_iteration(F, Y, iterations: int = 50) -> tuple[float, list[Product]]:
+    """Seconds per SNMF iteration on MTCFIR-nI's cosine operator of F, and its products."""
+    M = cosine_operator(F)
+    start = time.perf_counter()
+    snmf(M, Y, update="sqrt", tol=0, max_iter=iterations)
+    per_iteration = (time.perf_counter() - start) / iterations
+    k = Y.shape[1]
+    if isinstance(M, CosineProduct):
+        products = [Product("N'Y", M.N.T, k), Product("N (N'Y)", M.N, k)]
+        products += [] if M.correction is None else [Product("R Y", M.correction, k)]
+    else:
+        products = [Product("M Y", M, k)]
+    products += [Product("Y'Y", np.ascontiguousarray(Y.T), k), Product("Y (Y'Y)", Y, k)]
+    return per_iteration, products
 
 
 if __name__ == "__main__":

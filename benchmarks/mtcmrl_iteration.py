@@ -35,8 +35,11 @@ def iteration_products(cache: Cache, matrices, n_clusters) -> list[Product]:
     products = []
     for Xt, Mt, factor, h in zip(X, M, factors, n_clusters):
         products += [Product("X W", Xt, h), Product("X'Y", Xt.T, h)]
-        products += [Product("N'Y", Mt.N.T, h), Product("N (N'Y)", Mt.N, h)] if isinstance(Mt, CosineProduct) \
-            else [Product("M Y", Mt, h)]
+        if isinstance(Mt, CosineProduct):
+            products += [Product("N'Y", Mt.N.T, h), Product("N (N'Y)", Mt.N, h)]
+            products += [] if Mt.correction is None else [Product("R Y", Mt.correction, h)]
+        else:
+            products.append(Product("M Y", Mt, h))
         if factor.V is None:
             products += [Product("X B", Xt, h), Product("U'(X B)", factor.U.T, h), Product("U z", factor.U, h),
                          Product("X'(U z)", Xt.T, h)]

@@ -131,9 +131,12 @@ def test_seed_independent_steps_are_cached_and_identical_without_the_cache(plant
     first = MTCFIR(n_clusters=3, random_state=0, cache=cache).fit(planted.matrices)
     second = MTCFIR(n_clusters=3, random_state=1, cache=cache).fit(planted.matrices)
     assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 1
-    MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0, cache=cache).fit(planted.matrices)
-    # a new neighbour ratio reuses step 1 but not step 2
+    other_point = MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0, cache=cache).fit(planted.matrices)
+    # a new neighbour ratio reuses step 1 but not step 2, and seed 0's k-means labels (one per task and seed)
     assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 2
+    assert len(cache.results["kmeans_labels"]) == 2 * len(planted.matrices)
+    fresh_point = MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0).fit(planted.matrices)
+    np.testing.assert_array_equal(other_point.objective_trace_, fresh_point.objective_trace_)
     np.testing.assert_array_equal(first.task_weights_, second.task_weights_)
     alpha, similarities = next(iter(cache.results["mtcfir_similarities"].values()))
     assert sp.issparse(similarities[0])  # l = 10 of n_t = 100 neighbours: at most 20 % non-zero

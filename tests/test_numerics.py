@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.metrics.pairwise import cosine_similarity
 
 from mtc.methods import MTCMRL
 from mtc.numerics.affinity import squared_distances
@@ -80,3 +81,52 @@ def test_cosine_product_is_the_cosine_affinity_of_non_negative_sparse_rows():
     signed.data[0] = -signed.data[0]  # clipping would matter: the dense matrix is kept
     assert isinstance(cosine_operator(signed), np.ndarray)
     assert isinstance(cosine_operator(X.toarray()), np.ndarray)
+
+
+@pytest.mark.parametrize("shift, expected", [(3.0, "no correction"), (1.5, "sparse correction"), (0.0, "dense")])
+def test_cosine_operator_of_signed_narrow_rows_gives_the_clipped_cosine_products(shift, expected):
+    """Rows of width d <= n / 4 (MTCFIR-nI on Handdigits' mSDA features): M Y = N (N'Y) + R Y,
+    R the clipped negative cosines, kept sparse while at most MAX_NEGATIVE_SHARE of them;
+    the shift moves the rows away from the origin, so fewer cosines are negative."""
+    from mtc.numerics.affinity import MAX_NEGATIVE_SHARE, CosineProduct, cosine_affinity, cosine_operator
+    from mtc.numerics.snmf import snmf
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 6)) + shift
+    M = cosine_affinity(X)
+    negative_share = np.mean(cosine_similarity(X) < 0)
+    operator = cosine_operator(X)
+    if expected == "dense":
+        assert negative_share > MAX_NEGATIVE_SHARE and isinstance(operator, np.ndarray)
+        np.testing.assert_array_equal(operator, M)
+        return
+    assert isinstance(operator, CosineProduct)
+    assert (operator.correction is None) == (expected == "no correction") == (negative_share == 0)
+    if operator.correction is not None:
+        assert 0 < operator.correction.nnz <= MAX_NEGATIVE_SHARE * 200**2 and operator.correction.data.min() > 0
+    Y = rng.random((200, 4))
+    np.testing.assert_allclose(operator @ Y, M @ Y, rtol=1e-12, atol=1e-12)
+    assert operator.squared_norm() == pytest.approx(float(np.sum(M * M)), rel=1e-12)
+    Y0 = rng.random((200, 4)) + 0.2
+    (_, product), (_, dense) = (snmf(S, Y0, update="sqrt", tol=0, max_iter=80) for S in (operator, M))
+    np.testing.assert_allclose(product.trace, dense.trace, rtol=1e-10)
+    np.testing.assert_array_equal(product.labels, dense.labels)
+
+
+def test_kmeans_labels_are_kept_by_data_k_and_drawn_seed_and_the_generator_moves_on_alike():
+    from mtc.numerics.seeding import kmeans_labels
+
+    X = np.random.default_rng(5).normal(size=(60, 4))
+    cache = Cache(size=1)
+    rngs = [np.random.default_rng(7) for _ in range(3)]
+    plain = kmeans_labels(X, 3, rngs[0])
+    first = kmeans_labels(X, 3, rngs[1], cache=cache)
+    kept = cache.results["kmeans_labels"]
+    again = kmeans_labels(X, 3, rngs[2], cache=cache)  # the same drawn seed: taken from the cache
+    np.testing.assert_array_equal(plain, first)
+    assert again is first and len(kept) == 1
+    assert len({rng.integers(10**9) for rng in rngs}) == 1  # each generator drew the seed once
+    kmeans_labels(X, 3, np.random.default_rng(8), cache=cache)
+    kmeans_labels(X, 2, np.random.default_rng(7), cache=cache)
+    kmeans_labels(X[:50], 3, np.random.default_rng(7), cache=cache)
+    assert len(kept) == 4  # another seed, k or data: kept apart, beyond the cache's default size

@@ -204,8 +204,9 @@ class MKC(MultiTaskClusterer):
     max_iter : int, default=100
         Iterations at most.
     cache : Cache or None, default=None
-        Keeps the union kernel for the next fit on the same data and kernel settings;
-        results are identical without it.
+        Keeps the union kernel for the next fit on the same data and kernel settings,
+        and each seed's k-means labels for the other grid points; results are identical
+        without it.
     random_state : int, Generator or None, default=None
         Seed of the initialisation.
 
@@ -278,7 +279,8 @@ class MKC(MultiTaskClusterer):
         if self.init == "kmeans":  # the k-means coordinates are seed-independent: kept in the cache
             coordinates = [cached(self.cache, "kmeans_coordinates", fingerprint(X), lambda X=X: kmeans_coordinates(X))
                            for X in matrices]
-            return [initial_indicator(Xc, k, rng, "kmeans", OFFSET) for Xc, k in zip(coordinates, n_clusters)]
+            return [initial_indicator(Xc, k, rng, "kmeans", OFFSET, cache=self.cache)
+                    for Xc, k in zip(coordinates, n_clusters)]
         return [indicator(rng.integers(k, size=X.shape[0]), k, OFFSET) for X, k in zip(matrices, n_clusters)]
 
     def _weights(self, T) -> tuple[float, float]:

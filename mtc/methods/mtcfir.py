@@ -24,7 +24,7 @@ from sklearn.utils._param_validation import Interval
 
 from mtc.errors import InputError
 from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, SNMF_UPDATE, STOPPING, MultiTaskClusterer
-from mtc.numerics.affinity import cosine_affinity
+from mtc.numerics.affinity import cosine_operator
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
                                                 rescale_and_symmetrise, task_weights)
@@ -79,7 +79,9 @@ class MTCFIR(MultiTaskClusterer):
         SNMF iterations at most.
     cache : Cache or None, default=None
         Keeps the deterministic steps 1 and 2 for the next fit on the same data and
-        parameters (the seeds of a grid point); results are identical without it.
+        parameters (the seeds of a grid point), and each seed's k-means labels for the
+        grid points that share features (every neighbour ratio at one corruption); results
+        are identical without it.
     random_state : int, Generator or None, default=None
         Seed of the k-means initialisation of SNMF.
 
@@ -148,8 +150,8 @@ class MTCFIR(MultiTaskClusterer):
         self.task_weights_ = alpha / np.diag(alpha)[:, None]  # alpha_t^t = 1, as Tables 8-11
         fits = []
         for t, M in enumerate(similarities):  # step 3
-            _, fit = snmf(M, initial_indicator(features[t], n_clusters[t], rng), update=self.update,
-                          stopping=self.stopping, tol=self.tol, max_iter=self.max_iter)
+            Y0 = initial_indicator(features[t], n_clusters[t], rng, cache=self.cache)  # labels shared by the grid
+            _, fit = snmf(M, Y0, update=self.update, stopping=self.stopping, tol=self.tol, max_iter=self.max_iter)
             fits.append(fit)
         self.labels_ = [fit.labels for fit in fits]
         self.objective_trace_ = summed_traces([np.asarray(fit.trace) for fit in fits])
@@ -171,7 +173,7 @@ class MTCFIR(MultiTaskClusterer):
             # O(nnz k) (Handdigits: l = 50 of n_t = 5000 at lambda = 0.1); the same numbers.
             return alpha, [sparse_if_sparser(rescale_and_symmetrise(adaptive_neighbours(A, l)))
                            for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
-        return alpha, [cosine_affinity(Z) for Z in features]
+        return alpha, [cosine_operator(Z) for Z in features]  # product form where cheaper, same products
 
 
 class MTCFIRnF(MTCFIR):

@@ -150,7 +150,8 @@ class MTCMRL(MultiTaskClusterer):
         dense). Both routes give the same fit up to rounding (tested).
     cache : Cache or None, default=None
         Keeps the seed- and parameter-free preparation (affinities, row space, ridge
-        factors) for the next fit on the same data; results are identical without it.
+        factors) for the next fit on the same data, and each seed's k-means labels for
+        the other grid points; results are identical without it.
     random_state : int, Generator or None, default=None
         Seed of the k-means initialisation of Y.
 
@@ -316,7 +317,7 @@ class MTCMRL(MultiTaskClusterer):
                                                                     lambda: self._prepare(matrices, row_space))
         self._X = space.Z if space is not None else matrices
         self._products = {}  # task -> (Y, W, M Y, X W) of the last Y step, see _task_terms
-        self.Y_ = [initial_indicator(X if C is None else C, k, rng)  # k-means on exact coordinates
+        self.Y_ = [initial_indicator(X if C is None else C, k, rng, cache=self.cache)  # k-means on exact coordinates
                    for X, C, k in zip(matrices, seeding, n_clusters)]
         if row_space:
             self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]

@@ -46,8 +46,10 @@ class Cache:
         self.size = size
         self.results: dict[str, OrderedDict] = {}
 
-    def get(self, step: str, key, compute):
-        """The result of ``step`` for ``key``, from ``compute()`` when not kept."""
+    def get(self, step: str, key, compute, keep: int | None = None):
+        """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
+        results of this step are kept (default: ``size``; more for small results that many
+        trials of a worker share, such as k-means labels)."""
         kept = self.results.setdefault(step, OrderedDict())
         if key in kept:
             kept.move_to_end(key)
@@ -55,7 +57,7 @@ class Cache:
         result = compute()
         _freeze(result)
         kept[key] = result
-        if len(kept) > self.size:
+        if len(kept) > (self.size if keep is None else keep):
             kept.popitem(last=False)
         return result
 
@@ -63,9 +65,9 @@ class Cache:
         return self  # a handle: scikit-learn's clone shares it instead of copying its contents
 
 
-def cached(cache: Cache | None, step: str, key, compute):
-    """``cache.get(step, key, compute)``, or ``compute()`` when there is no cache."""
-    return compute() if cache is None else cache.get(step, key, compute)
+def cached(cache: Cache | None, step: str, key, compute, keep: int | None = None):
+    """``cache.get(step, key, compute, keep)``, or ``compute()`` when there is no cache."""
+    return compute() if cache is None else cache.get(step, key, compute, keep)
 
 
 def _freeze(value) -> None:
