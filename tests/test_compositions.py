@@ -163,7 +163,8 @@ TEXT_DEFAULT = CONF_DIR / "text" / "default.yaml"
 
 def test_shared_text_settings_live_in_one_file():
     shared = OmegaConf.to_container(OmegaConf.load(TEXT_DEFAULT))
-    assert set(shared) == {"n_features", "lowercase", "stop_words", "min_df", "tfidf", "sublinear_tf", "l2_normalize"}
+    assert set(shared) == {"n_features", "lowercase", "stop_words", "min_df", "tfidf", "sublinear_tf", "l2_normalize",
+                           "stemmer"}
     holders = sorted(p.relative_to(CONF_DIR).as_posix() for p in CONF_DIR.rglob("*.yaml")
                      if any(f"{key}:" in p.read_text() for key in ("lowercase", "stop_words", "sublinear_tf")))
     assert holders == ["text/default.yaml"]

@@ -28,6 +28,23 @@ def test_stop_words_and_case_are_handled():
     assert terms == ["cat", "dog"]
 
 
+@pytest.mark.parametrize("stemmer, expected", [
+    ("porter", ["cours", "faculti", "student", "teach", "univers"]),
+    ("english", ["cours", "faculti", "student", "teach", "universiti"]),  # Porter2 keeps the 'i' of -ity
+])
+def test_stemming_merges_inflections_after_stop_words_are_removed(stemmer, expected):
+    docs = [["The Courses and the course", "STUDENTS teaching"], ["a student teaches", "university faculty"]]
+    (X1, X2), terms = vectorize_tasks(docs, stemmer=stemmer, tfidf=False, l2_normalize=False)
+    assert terms == expected  # "the", "and", "a" gone before stemming; each inflection one term
+    np.testing.assert_array_equal(X1.toarray()[0], [2, 0, 0, 0, 0])  # courses + course
+    np.testing.assert_array_equal(X2.toarray()[0], [0, 0, 1, 1, 0])
+
+
+def test_an_unknown_stemmer_is_named_with_the_choices():
+    with pytest.raises(ValueError, match="unknown text stemmer 'snowball'; choose one of porter, english or null"):
+        vectorize_tasks([["a b"]], stemmer="snowball")
+
+
 def test_html_to_text_strips_header_scripts_and_tags():
     page = b"MIME-Version: 1.0\r\nContent-Type: text/html\r\n\r\n<html><script>var x;</script><b>Course</b> &amp; lab</html>"
     text = html_to_text(page)

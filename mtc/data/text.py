@@ -4,13 +4,31 @@ Defaults follow common text-clustering practice (conf/text/default.yaml): lower-
 (scikit-learn's pattern: runs of 2+ word characters), English stop words removed, the top
 ``n_features`` terms by document frequency over all tasks, tf-idf (idf over all tasks),
 each document L2-normalised. Documents left without any kept term can be dropped.
+``stemmer`` (off by default) reduces every kept token to its stem after stop-word removal:
+``porter`` (Porter 1980, the rule of the classic stemmed WebKB matrices) or ``english``
+(Snowball's Porter2), both from PyStemmer (Snowball's own C code, rather than a hand port).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+import Stemmer
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+from mtc.errors import InputError
+
+STEMMERS = ("porter", "english")
+
+
+def stemming_analyzer(stemmer: str, lowercase: bool, stop_words: str | None):
+    """scikit-learn's word analyzer (lower-casing, 2+ character tokens, stop words removed)
+    followed by the named PyStemmer stemmer."""
+    if stemmer not in STEMMERS:
+        raise InputError(f"unknown text stemmer {stemmer!r}; choose one of {', '.join(STEMMERS)} or null")
+    analyze = CountVectorizer(lowercase=lowercase, stop_words=stop_words).build_analyzer()
+    stem = Stemmer.Stemmer(stemmer).stemWords
+    return lambda doc: stem(analyze(doc))
 
 
 def top_terms_by_document_frequency(counts: sp.csr_matrix, n_features: int | None) -> np.ndarray:
@@ -31,9 +49,14 @@ def tfidf_weights(counts: sp.csr_matrix, tfidf: bool = True, sublinear_tf: bool 
 
 def vectorize_tasks(docs_per_task: list[list[str]], n_features: int | None = None, lowercase: bool = True,
                     stop_words: str | None = "english", min_df: int = 1, tfidf: bool = True,
-                    sublinear_tf: bool = False, l2_normalize: bool = True) -> tuple[list[sp.csr_matrix], list[str]]:
+                    sublinear_tf: bool = False, l2_normalize: bool = True,
+                    stemmer: str | None = None) -> tuple[list[sp.csr_matrix], list[str]]:
     """One shared vocabulary over every task's documents; returns per-task matrices and the terms."""
-    vectorizer = CountVectorizer(lowercase=lowercase, stop_words=stop_words, min_df=min_df, dtype=np.float64)
+    if stemmer is None:
+        vectorizer = CountVectorizer(lowercase=lowercase, stop_words=stop_words, min_df=min_df, dtype=np.float64)
+    else:
+        vectorizer = CountVectorizer(analyzer=stemming_analyzer(stemmer, lowercase, stop_words), min_df=min_df,
+                                     dtype=np.float64)
     counts = vectorizer.fit_transform([doc for docs in docs_per_task for doc in docs]).tocsr()
     keep = top_terms_by_document_frequency(counts, n_features)
     weights = tfidf_weights(counts[:, keep], tfidf, sublinear_tf, l2_normalize)
