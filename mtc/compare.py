@@ -1,8 +1,11 @@
 """Compare methods across finished sweeps: ``python -m mtc.compare``.
 
-Every FINISHED parent run of the experiment is one sweep of one method on one benchmark
-(the run name without its ``<method>-`` prefix, else the tag ``mtc.data``); of several
-sweeps of the same (benchmark, method) the newest is read. For each sweep the grid points
+Every FINISHED parent run of the experiment is one sweep of one method on one benchmark:
+the method is the sweep's label (tag ``mtc.label``, ``sweep.label``: the method's config
+name unless an experiment names a variant, e.g. ``smbc_sequential``), the benchmark the run
+name without its ``<label>-`` prefix, else the tag ``mtc.data``; of several sweeps of the
+same (benchmark, method) the newest is read. A variant is matched with the published
+numbers of its method (tag ``mtc.method``). For each sweep the grid points
 of every selection of ``mtc.report.SELECTIONS`` are found (the best by accuracy, which
 uses labels, and the label-free ones), and this module writes to ``--out``:
 
@@ -59,13 +62,17 @@ class Sweep:
     Attributes
     ----------
     benchmark, method : str
-        The benchmark (data config or sweep-name suffix) and method of the sweep.
+        The benchmark (data config or sweep-name suffix) and method (the sweep's label) of
+        the sweep.
     run_id : str
         Its parent run.
     points : dict[str, PointSummary]
         The grid point of each selection of ``SELECTIONS`` that its runs allow.
     trials : pandas.DataFrame
         One row per finished trial: ``point``, ``seed`` and one column per metric.
+    published_as : str
+        The method config whose published numbers it is shown beside (``method`` unless
+        the sweep is a variant).
     """
 
     benchmark: str
@@ -73,6 +80,7 @@ class Sweep:
     run_id: str
     points: dict[str, PointSummary]
     trials: pd.DataFrame
+    published_as: str
 
 
 @dataclass(frozen=True)
@@ -130,9 +138,15 @@ def finished_parents(client, experiment_id: str) -> list:
             return runs
 
 
+def sweep_label(run) -> str:
+    """The method a sweep is shown as: its ``mtc.label`` tag, else (sweeps logged before the
+    tag) its method."""
+    return run.data.tags.get("mtc.label") or run.data.tags.get("mtc.method", "?")
+
+
 def benchmark_name(run) -> str:
-    """The run name without its ``<method>-`` prefix, else the sweep's data config."""
-    prefix = f"{run.data.tags.get('mtc.method', '')}-"
+    """The run name without its ``<label>-`` prefix, else the sweep's data config."""
+    prefix = f"{sweep_label(run)}-"
     name = run.info.run_name or ""
     if name.startswith(prefix) and len(name) > len(prefix):
         return name[len(prefix):]
@@ -156,7 +170,7 @@ def newest_per_pair(runs: list) -> tuple[dict[tuple[str, str], object], list[str
     """
     groups: dict[tuple[str, str], list] = {}
     for run in runs:
-        groups.setdefault((benchmark_name(run), run.data.tags.get("mtc.method", "?")), []).append(run)
+        groups.setdefault((benchmark_name(run), sweep_label(run)), []).append(run)
     newest, notes = {}, []
     for pair, group in sorted(groups.items()):
         group.sort(key=lambda run: run.info.start_time, reverse=True)
@@ -204,7 +218,8 @@ def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep],
             continue
         if missing:
             notes.append(f"{method} on {benchmark}: no {', '.join(missing)} point (its runs lack the metric)")
-        sweeps.append(Sweep(benchmark, method, run.info.run_id, points, trial_frame(records)))
+        sweeps.append(Sweep(benchmark, method, run.info.run_id, points, trial_frame(records),
+                            run.data.tags.get("mtc.method", method)))
     return sweeps, notes
 
 
@@ -233,7 +248,8 @@ def summary_rows(sweep: Sweep, selection: str, metric: str) -> list[dict]:
     point = sweep.points[selection]
     prefix = f"{metric}/"
     tasks = task_order(key[len(prefix):] for key in point.mean if key.startswith(prefix))
-    return [{"benchmark": sweep.benchmark, "method": sweep.method, "task": task, "metric": metric,
+    return [{"benchmark": sweep.benchmark, "method": sweep.method, "published_as": sweep.published_as,
+             "task": task, "metric": metric,
              "selection": selection, "point": point.point, "mean": point.mean[f"{prefix}{task}"],
              "std": point.std[f"{prefix}{task}"], "n": point.n_runs}
             for task in tasks]
@@ -241,12 +257,15 @@ def summary_rows(sweep: Sweep, selection: str, metric: str) -> list[dict]:
 
 def cell_frame(sweeps: list[Sweep], metrics: list[str], published: pd.DataFrame) -> pd.DataFrame:
     """``cells.csv``: mean, std and number of seeds of every metric, task and selection of
-    every sweep, with the published number of the same benchmark, method, task and metric."""
+    every sweep, with the published number of the same benchmark, method (a variant: its
+    method's), task and metric."""
     rows = [row for sweep in sweeps for selection in sweep.points for metric in metrics
             for row in summary_rows(sweep, selection, metric)]
-    cells = pd.DataFrame(rows, columns=["benchmark", "method", "task", "metric", "selection", "point", "mean",
-                                        "std", "n"])
-    return cells.merge(published, on=["benchmark", "method", "task", "metric"], how="left")
+    cells = pd.DataFrame(rows, columns=["benchmark", "method", "published_as", "task", "metric", "selection",
+                                        "point", "mean", "std", "n"])
+    published = published.rename(columns={"method": "published_as"})
+    return cells.merge(published, on=["benchmark", "published_as", "task", "metric"], how="left").drop(
+        columns="published_as")
 
 
 def seed_values(sweeps: list[Sweep], metric: str) -> pd.DataFrame:
@@ -718,7 +737,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("outputs/compare"), help="folder for the outputs")
     parser.add_argument("--metric", default="acc", help=f"one of {', '.join(METRIC_NAMES)}")
     parser.add_argument("--benchmarks", nargs="+", help="only these benchmarks")
-    parser.add_argument("--methods", nargs="+", help="only these methods")
+    parser.add_argument("--methods", nargs="+", help="only these methods (sweep labels, e.g. smbc_sequential)")
     parser.add_argument("--published", type=Path, default=PUBLISHED, help="CSV of published numbers")
     parser.add_argument("--no-log", action="store_true", help="do not log the outputs to an MLflow run")
     return parser.parse_args(argv)

@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -216,6 +217,7 @@ class RaySettings:
 @dataclass(frozen=True)
 class SweepSettings:
     name: str
+    label: str
     repeats: int
     cpus_per_trial: int
     max_concurrent_trials: int | None
@@ -270,8 +272,11 @@ def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepS
     if setting != "auto":
         positive_int(setting, "sweep.seeds_per_trial (or 'auto')")
     repeats = positive_int(cfg.sweep.repeats, "sweep.repeats")
+    label = cfg.sweep.get("label") or method
+    if not isinstance(label, str) or not re.fullmatch(r"[\w.]+", label):
+        raise InputError(f"sweep.label must be letters, digits, '_' or '.', got {label!r}")
     return SweepSettings(
-        name=cfg.sweep.name or f"{method}-{data}", repeats=repeats,
+        name=cfg.sweep.name or f"{label}-{data}", label=label, repeats=repeats,
         cpus_per_trial=positive_int(cfg.sweep.cpus_per_trial, "sweep.cpus_per_trial"),
         max_concurrent_trials=positive_int(cfg.sweep.max_concurrent_trials, "sweep.max_concurrent_trials", True),
         seeds_per_trial=setting, resume=bool(cfg.sweep.resume), max_failures=non_negative_int(cfg.sweep.max_failures,

@@ -253,7 +253,7 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
     dataset = datasets[0]
     prototype = spec.prototype(n_clusters=dataset.n_clusters)
     client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment, run.tracking.artifact_root)
-    tags = {**tracking.draws_tags(datasets), **tracking.provenance_tags("python -m mtc.sweep"), "mtc.method": spec.name,
+    tags = {**tracking.draws_tags(datasets), **tracking.provenance_tags("python -m mtc.sweep"), "mtc.method": spec.name, "mtc.label": sweep.label,
             "mtc.data": run.data.name}
     # The name is part of the key: two sweeps of the same grid under different names (two
     # output folders, so two driver locks) must not resume into one parent run.

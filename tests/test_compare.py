@@ -15,8 +15,9 @@ from scipy import stats
 
 from mtc import tracking
 from mtc.cli import compose_config
-from mtc.compare import compare, grid_statistics, main, newest_per_pair, parse_point
+from mtc.compare import Sweep, cell_frame, compare, grid_statistics, main, newest_per_pair, parse_point
 from mtc.config import settings
+from mtc.report import PointSummary
 from mtc.sweep import run_sweep
 
 pytestmark = pytest.mark.slow
@@ -57,6 +58,7 @@ def child_values(uri: str) -> pd.DataFrame:
     rows = []
     for parent in client.search_runs([experiment], "tags.`mtc.sweep_key` LIKE '%'"):
         best = parent.data.tags["mtc.best_by_acc"]
+        assert parent.data.tags["mtc.label"] == parent.data.tags["mtc.method"]  # no variant: labelled by its method
         for run in tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent.info.run_id}):
             if run.info.status == "FINISHED" and run.data.tags[tracking.POINT_TAG] == best:
                 rows += [{"method": parent.data.tags["mtc.method"], "seed": run.data.params["seed"],
@@ -196,16 +198,31 @@ def test_an_empty_or_missing_store_is_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_the_newest_of_several_sweeps_is_read_and_named():
-    def run(run_id, name, start, method="kkm", data="synthetic"):
+    def run(run_id, name, start, method="kkm", data="synthetic", label=None):
+        tags = {"mtc.method": method, "mtc.data": data, **({"mtc.label": label} if label else {})}
         return SimpleNamespace(info=SimpleNamespace(run_id=run_id, run_name=name, start_time=start),
-                               data=SimpleNamespace(tags={"mtc.method": method, "mtc.data": data}))
+                               data=SimpleNamespace(tags=tags))
 
     runs = [run("old", "kkm-synthetic", 1), run("new", "kkm-synthetic", 5),
-            run("x", "kkm-reuters5000", 2, data="reuters"), run("named", "my-sweep", 3, method="snmf")]
+            run("x", "kkm-reuters5000", 2, data="reuters"), run("named", "my-sweep", 3, method="snmf"),
+            run("variant", "smbc_sequential-reuters5000", 4, method="smbc", data="reuters", label="smbc_sequential"),
+            run("plain", "smbc-reuters5000", 2, method="smbc", data="reuters", label="smbc")]
     newest, notes = newest_per_pair(runs)
     assert {pair: r.info.run_id for pair, r in newest.items()} == {
-        ("synthetic", "kkm"): "new", ("reuters5000", "kkm"): "x", ("synthetic", "snmf"): "named"}
+        ("synthetic", "kkm"): "new", ("reuters5000", "kkm"): "x", ("synthetic", "snmf"): "named",
+        ("reuters5000", "smbc_sequential"): "variant", ("reuters5000", "smbc"): "plain"}
     assert notes == ["kkm on synthetic: 2 finished sweeps; the newest (new) is read, not old"]
+
+
+def test_a_variant_is_shown_under_its_label_beside_its_methods_published_number():
+    point = PointSummary("lambda_=0.5", 3, 0, {"acc/t1": 0.6}, {"acc/t1": 0.1})
+    sweeps = [Sweep("webkb4", label, label, {"acc": point}, pd.DataFrame(), "smbc")
+              for label in ("smbc", "smbc_sequential")]
+    published = pd.DataFrame({"benchmark": ["webkb4"], "method": ["smbc"], "task": ["t1"], "metric": ["acc"],
+                              "paper_mean": [0.58], "paper_std": [0.08], "paper_table": ["p Table 2"]})
+    cells = cell_frame(sweeps, ["acc"], published)
+    assert cells.method.tolist() == ["smbc", "smbc_sequential"] and cells.paper_mean.tolist() == [0.58, 0.58]
+    assert "published_as" not in cells.columns
 
 
 def test_grid_points_parse_and_extra_parameters_are_averaged_per_seed():

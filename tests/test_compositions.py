@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from mtc.cli import CONF_DIR, available, compose_config
-from mtc.config import data_spec, method_spec
+from mtc.config import data_spec, method_spec, settings
 from mtc.data.compositions import BUILDERS
 
 BUILT = {
@@ -235,7 +235,9 @@ def test_experiment_composes_to_its_protocol(name):
 
 def test_experiments_leave_open_what_they_do_not_fix():
     cfg = composed("+experiment=mtcmrl_printed", "data=webkb4")
-    assert (method_spec(cfg).name, cfg.data.name, cfg.sweep.name) == ("mtcmrl", "webkb4", "mtcmrl_printed-webkb4")
+    run = settings(cfg)  # the experiment names its variant; the sweep is named after it
+    assert (run.method.name, run.data.name, run.sweep.label, run.sweep.name) == (
+        "mtcmrl", "webkb4", "mtcmrl_printed", "mtcmrl_printed-webkb4")
     cfg = composed("+experiment=reuters5000", "method=mtcfir_ni")
     assert (method_spec(cfg).name, cfg.data.name, cfg.data.params.text.n_features) == ("mtcfir_ni", "reuters", 5000)
     cfg = composed("+experiment=smtnmf_paper", "method=kmeans", "data=webkb_pp", "data.params.samples_per_task=20")

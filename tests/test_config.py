@@ -60,6 +60,7 @@ def test_unknown_dataset_name(compose_config):
     ("ray.num_cpus=0", "ray.num_cpus must be a positive integer or null, got 0"),
     ("sweep.seeds_per_trial=two", "sweep.seeds_per_trial \\(or 'auto'\\) must be a positive integer"),
     ("seed=-1", "seed must be a non-negative integer"),
+    ("sweep.label='my variant'", "sweep.label must be letters, digits, '_' or '.', got 'my variant'"),
 ])
 def test_bad_sweep_settings_rejected(compose_config, override, message):
     with pytest.raises(ValueError, match=message):
@@ -70,7 +71,15 @@ def test_settings_are_absolute(compose_config, tmp_path):
     run = settings(compose_config("method=kkm", "data.root=relative/raw"))
     assert run.tracking.uri == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert run.sweep.name == "kkm-synthetic" and run.sweep.output_dir == tmp_path / "outputs"
+    assert run.sweep.label == "kkm"
     assert run.data.root.startswith("/") and run.data.root.endswith("relative/raw")
+
+
+def test_a_variant_is_labelled_and_its_sweep_named_after_the_label(compose_config):
+    run = settings(compose_config("+experiment=smbc_sequential", "data=synthetic"))
+    assert (run.method.name, run.sweep.label, run.sweep.name) == ("smbc", "smbc_sequential", "smbc_sequential-synthetic")
+    named = settings(compose_config("method=kkm", "sweep.label=kkm_wide", "sweep.name=mine"))
+    assert (named.sweep.label, named.sweep.name) == ("kkm_wide", "mine")
 
 
 @pytest.mark.parametrize("setting, n_trials, slots, expected", [
