@@ -50,6 +50,9 @@ def test_html_to_text_strips_header_scripts_and_tags():
     text = html_to_text(page)
     assert "Content-Type" not in text and "var x" not in text and "<b>" not in text
     assert text.split() == ["Course", "&", "lab"]
+    kept = html_to_text(page, keep_http_header=True)
+    assert kept.split() == ["MIME-Version:", "1.0", "Content-Type:", "text/html", "Course", "&", "lab"]
+    assert html_to_text(b"<p>no header</p>", keep_http_header=True) == html_to_text(b"<p>no header</p>") == " no header "
 
 
 def test_area_downsampling_is_exact_block_averaging():

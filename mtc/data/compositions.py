@@ -50,10 +50,13 @@ def balanced_sample(rng: np.random.Generator, labels: np.ndarray, total: int | N
 
 
 def build_webkb(paths, *, universities: list[str], classes: dict[str, list[str]], text: dict,
-                drop_empty: bool = True, samples_per_task: int | None = None, seed: int = 0) -> dict:
-    """Tasks = universities; a class may merge raw WebKB classes (project vs personal)."""
+                drop_empty: bool = True, samples_per_task: int | None = None, seed: int = 0,
+                keep_http_header: bool = False) -> dict:
+    """Tasks = universities; a class may merge raw WebKB classes (project vs personal).
+    ``keep_http_header`` keeps each page's HTTP header lines as text (server, dates, content
+    type): not the documented rule, a variant of the WebKB4 fidelity study (docs/results/mtcmrl.md)."""
     raw_classes = sorted({c for members in classes.values() for c in members})
-    pages = read_webkb(paths["webkb"], tuple(raw_classes), tuple(universities))
+    pages = read_webkb(paths["webkb"], tuple(raw_classes), tuple(universities), keep_http_header)
     rng = np.random.default_rng(seed)
     task_docs = []
     for university in universities:

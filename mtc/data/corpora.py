@@ -23,15 +23,17 @@ SCRIPT_OR_STYLE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.I | re.S)
 TAG = re.compile(r"<[^>]*>", re.S)
 
 
-def html_to_text(page: bytes) -> str:
-    """Strip the HTTP header (up to the first blank line), scripts, styles and tags."""
+def html_to_text(page: bytes, keep_http_header: bool = False) -> str:
+    """Strip scripts, styles and tags, and the HTTP header (up to the first blank line)
+    unless ``keep_http_header`` (its lines, e.g. the server and dates, are then text too)."""
     parts = HTTP_HEADER_END.split(page, maxsplit=1)
-    body = (parts[1] if len(parts) == 2 else parts[0]).decode("latin-1")
-    return html.unescape(TAG.sub(" ", SCRIPT_OR_STYLE.sub(" ", body)))
+    body = page if keep_http_header or len(parts) == 1 else parts[1]
+    return html.unescape(TAG.sub(" ", SCRIPT_OR_STYLE.sub(" ", body.decode("latin-1"))))
 
 
 @lru_cache(maxsize=2)
-def read_webkb(path: Path, classes: tuple[str, ...], universities: tuple[str, ...]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+def read_webkb(path: Path, classes: tuple[str, ...], universities: tuple[str, ...],
+               keep_http_header: bool = False) -> dict[tuple[str, str], list[tuple[str, str]]]:
     """{(university, class): [(page name, text), ...]} for the requested pages, sorted by name."""
     wanted = {(u, c) for u in universities for c in classes}
     pages = defaultdict(list)
@@ -39,7 +41,7 @@ def read_webkb(path: Path, classes: tuple[str, ...], universities: tuple[str, ..
         for member in archive:
             parts = member.name.split("/")
             if member.isfile() and len(parts) == 4 and (parts[2], parts[1]) in wanted:
-                pages[(parts[2], parts[1])].append((parts[3], html_to_text(archive.extractfile(member).read())))
+                pages[(parts[2], parts[1])].append((parts[3], html_to_text(archive.extractfile(member).read(), keep_http_header)))
     return {key: sorted(docs) for key, docs in pages.items()}
 
 
