@@ -8,7 +8,8 @@ thread per BLAS call left to the machine: step 1 (mSDA on all tasks stacked), st
 (relation matrices V^(ts), task weights alpha, and the consistent similarity of every
 task, kept sparse as MTCFIR keeps it when at most a quarter of it is non-zero) and step 3
 (k-means + 0.2 initialisation and SNMF of every task, one seed), on the sparse similarity
-as MTCFIR runs it and on the same matrix dense (the route before issue 15; same trace).
+as MTCFIR runs it and on the same matrix dense (the route before issue 15; same trace),
+then with the ``hals`` rule (not the paper's: mtc.numerics.snmf), with each task's accuracy.
 Peak memory is the largest tracemalloc peak (numpy reports its buffers to it) within the
 step, printed beside the size of all n_t x n_s relation matrices, the floor step 2 needs.
 Per task, SNMF's time per iteration is printed beside its products (M Y, Y'Y, Y (Y'Y))
@@ -27,6 +28,7 @@ import scipy.sparse as sp
 
 from mtc.cli import configured_dataset
 from mtc.methods.mtcfir import sparse_if_sparser
+from mtc.metrics import accuracy
 from mtc.numerics.affinity import CosineProduct, cosine_operator
 from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
                                                 rescale_and_symmetrise, task_weights)
@@ -70,15 +72,18 @@ def main(names):
         print(f"{name:10s} {'2 consistent similarity':24s} {seconds:8.2f} {peak:9.1f}   all V^(ts): {floor:.1f} MiB")
         starts = [initial_indicator(F, k, np.random.default_rng(0)) for F, k in zip(features, ks)]
         density = "/".join(f"{M.nnz / M.shape[0] ** 2:.3f}" if sp.issparse(M) else "dense" for M in similarities)
-        for label, operands in (("sparse M", similarities), ("dense M", [as_dense(M) for M in similarities])):
+        for label, operands, rule in (("sparse M", similarities, "sqrt"),
+                                      ("dense M", [as_dense(M) for M in similarities], "sqrt"),
+                                      ("sparse M, hals", similarities, "hals")):
             def snmf_step():
-                return [snmf(M, Y, update="sqrt", stopping="relative", tol=1e-5, max_iter=500)
+                return [snmf(M, Y, update=rule, stopping="relative", tol=1e-5, max_iter=500)
                         for M, Y in zip(operands, starts)]
 
             fits, seconds, peak = measured(snmf_step)
             iterations = "/".join(str(fit.n_iter) for _, fit in fits)
+            acc = "/".join(f"{accuracy(y, fit.labels):.4f}" for y, (_, fit) in zip(dataset.labels, fits))
             print(f"{name:10s} {'3 SNMF, ' + label:24s} {seconds:8.2f} {peak:9.1f}   iterations {iterations}, "
-                  f"non-zeros {density}")
+                  f"non-zeros {density}, acc {acc}")
         # per iteration, timed again outside tracemalloc (which slows every numpy allocation)
         for t, ((Y, fit), M) in enumerate(zip(fits, similarities)):  # the dense fits' Y: only shapes matter
             start = time.perf_counter()

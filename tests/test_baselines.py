@@ -9,7 +9,7 @@ from mtc.methods.base import PooledClusterer
 from mtc.methods import LSSMTC, MBC, KernelKMeans, KMeansClusterer, SPMTCh, SymmetricNMF
 from mtc.metrics import accuracy
 from mtc.numerics.affinity import cosine_affinity, gaussian_affinity, median_positive, squared_distances
-from mtc.numerics.snmf import snmf
+from mtc.numerics.snmf import hals_half_step, penalised_objective, penalty_weight, snmf
 
 # Planted Gaussian clusters have signed, dense features: methods that need non-negative sparse
 # data (SMT-NMF's term-sharing affinity) are tested on their own data in their test files.
@@ -96,6 +96,40 @@ def test_plain_update_as_printed_oscillates_and_the_literal_rule_stops_at_the_ri
     assert literal.n_iter == rises[0] + 1 and literal.converged
     _, robust = snmf(M, Y0, update="sqrt", stopping="relative", tol=1e-6, max_iter=500)
     assert robust.trace[-1] < 0.01 * robust.trace[0] and robust.trace[-1] < min(plain.trace)
+
+
+def test_hals_never_raises_the_penalised_objective_and_each_column_is_its_exact_minimiser(overlapping_affinity):
+    M, H0 = overlapping_affinity
+    alpha, M_sq = penalty_weight(M), float(np.sum(M * M))
+    assert alpha == pytest.approx(M.max() ** 2)
+    W, H, values = H0.copy(), H0.copy(), [penalised_objective(M, H0, H0, alpha, M_sq)]
+    for _ in range(30):
+        W = hals_half_step(M @ H, H.T @ H, W, H, alpha)
+        values.append(penalised_objective(M, W, H, alpha, M_sq))
+        H = hals_half_step(M @ W, W.T @ W, H, W, alpha)
+        values.append(penalised_objective(M, W, H, alpha, M_sq))
+    assert np.all(np.diff(values) <= 1e-10 * values[0]) and values[-1] < 0.5 * values[0]
+    assert values[-1] == pytest.approx(np.linalg.norm(M - W @ H.T) ** 2 + alpha * np.linalg.norm(W - H) ** 2, rel=1e-9)
+    # after a pass the last column is the exact non-negative minimiser given the others:
+    # no step along it (clipped at zero) lowers the objective
+    W = hals_half_step(M @ H, H.T @ H, W, H, alpha)
+    best = penalised_objective(M, W, H, alpha, M_sq)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        moved = W.copy()
+        moved[:, -1] = np.maximum(moved[:, -1] + 1e-3 * rng.standard_normal(W.shape[0]), 0.0)
+        assert penalised_objective(M, moved, H, alpha, M_sq) >= best - 1e-12 * best
+
+
+def test_hals_converges_in_fewer_iterations_than_the_papers_rule_and_recovers_planted_clusters(planted):
+    fits = {rule: SymmetricNMF(n_clusters=3, update=rule, tol=1e-6, max_iter=2000, random_state=0).fit(planted.matrices)
+            for rule in ("sqrt", "hals")}
+    for task, labels in zip(planted.tasks, fits["hals"].labels_):
+        assert accuracy(task.y, labels) == 1.0
+    assert fits["hals"].converged_ and fits["hals"].n_iter_ < fits["sqrt"].n_iter_
+    M = cosine_affinity(planted.matrices[0])
+    H, fit = snmf(M, np.random.default_rng(0).random((M.shape[0], 3)) + 0.2, update="hals", tol=1e-6)
+    assert (H >= 0).all() and fit.trace[-1] == pytest.approx(np.linalg.norm(M - H @ H.T) ** 2, rel=1e-9)
 
 
 def test_sparse_input_matches_dense(planted):

@@ -69,8 +69,8 @@ class MTCFIR(MultiTaskClusterer):
         Step 2's consistent similarity; False is MTCFIR-nI (cosine of the new features).
     learned_weights : bool, default=True
         Task weights alpha of Eq. 20; False sets every alpha to 1 (MTCFIR-nR).
-    update : {"sqrt", "plain", "damped", "quarter"}, default="sqrt"
-        SNMF rule of step 3 (Eq. 25: sqrt).
+    update : {"sqrt", "plain", "damped", "quarter", "hals"}, default="sqrt"
+        SNMF rule of step 3 (Eq. 25: sqrt; hals is not the paper's, see mtc.numerics.snmf).
     stopping : {"relative", "decrease"}, default="relative"
         SNMF stopping rule.
     tol : float, default=1e-5

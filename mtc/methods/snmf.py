@@ -23,9 +23,10 @@ class SymmetricNMF(PerTaskClusterer):
         Affinity M between a task's samples.
     kernel_width : float, default=1.0
         Gaussian width as a multiple of the median pairwise distance (gaussian only).
-    update : {"sqrt", "plain", "damped", "quarter"}, default="sqrt"
+    update : {"sqrt", "plain", "damped", "quarter", "hals"}, default="sqrt"
         Multiplicative rule (mtc.numerics.snmf): sqrt is MTCFIR Eq. 25, plain MTCMRL Eq. 19
-        with lambda = 0, quarter the monotone rule.
+        with lambda = 0, quarter the monotone rule; hals is no paper's rule: Kuang et al.'s
+        penalised SymNMF by alternating column updates, which converges in fewer iterations.
     stopping : {"relative", "decrease"}, default="relative"
         Stopping rule (mtc.numerics.convergence).
     tol : float, default=1e-5

@@ -8,6 +8,17 @@ Update rules (``rule``):
   provably non-increasing under this rule.
 ``sqrt`` and ``plain`` carry no descent guarantee; pair them with the ``relative`` stopping
 rule, which does not stop on a rise.
+
+Not any paper's rule, offered beside them because the multiplicative rules can need hundreds
+of iterations (MTCFIR on Handdigits):
+- ``hals``: Kuang, Yun & Park (2015)'s penalised form min_{W, H >= 0} ||M - W H^T||_F^2 +
+  alpha ||W - H||_F^2 with alpha = max(M)^2 (their choice), solved by alternating W and H
+  like their ANLS, each half-step one pass of exact column-wise minimisation (HALS: each
+  column is the non-negative minimiser of a convex quadratic with the others fixed), so
+  the penalised objective never rises. Their ANLS solves each half-step's non-negative
+  least squares exactly by block principal pivoting, which has no vectorised scipy
+  counterpart; one HALS pass costs one M product and k vector updates. The trace is
+  ||M - H H^T||_F^2 at H, comparable with the other rules; labels are argmax of H.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ import numpy as np
 from mtc.numerics.convergence import SingleFit, has_converged
 from mtc.numerics.linalg import squared_norm
 
-UPDATE_RULES = ("sqrt", "plain", "damped", "quarter")
+UPDATE_RULES = ("sqrt", "plain", "damped", "quarter", "hals")
 EPS = 1e-12  # only ever added to denominators
 
 
@@ -41,9 +52,49 @@ def snmf_step(Y: np.ndarray, MY: np.ndarray, rule: str) -> np.ndarray:
     raise ValueError(f"unknown SNMF update {rule!r}; choose one of {UPDATE_RULES}")
 
 
+def penalty_weight(M) -> float:
+    """alpha = max(M)^2, Kuang, Yun & Park (2015)'s weight of ||W - H||_F^2."""
+    return float(M.max()) ** 2
+
+
+def penalised_objective(M, W: np.ndarray, H: np.ndarray, alpha: float, M_sq: float) -> float:
+    """||M - W H^T||_F^2 + alpha ||W - H||_F^2, without forming W H^T."""
+    return float(M_sq - 2.0 * np.sum(W * (M @ H)) + np.sum((W.T @ W) * (H.T @ H)) + alpha * np.sum((W - H) ** 2))
+
+
+def hals_half_step(MH: np.ndarray, HtH: np.ndarray, W: np.ndarray, H: np.ndarray, alpha: float) -> np.ndarray:
+    """W minimising ||M - W H^T||^2 + alpha ||W - H||^2 over one column at a time (W >= 0),
+    given MH = M H and HtH = H^T H: w_j = max(0, (MH_j + alpha h_j - W HtH_j + w_j HtH_jj)
+    / (HtH_jj + alpha))."""
+    W = W.copy()
+    for j in range(W.shape[1]):  # k columns, each vectorised over the samples
+        numerator = MH[:, j] + alpha * H[:, j] - W @ HtH[:, j] + W[:, j] * HtH[j, j]
+        W[:, j] = np.maximum(numerator / (HtH[j, j] + alpha), 0.0)
+    return W
+
+
+def snmf_hals(M, H, *, stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.ndarray, SingleFit]:
+    """The ``hals`` route (module docstring): alternate W and H from W = H; returns H."""
+    M_sq, alpha = squared_norm(M), penalty_weight(M)
+    MH = M @ H
+    trace = [snmf_objective(M, H, MH, M_sq)]
+    W, converged = H.copy(), False
+    for _ in range(max_iter):
+        W = hals_half_step(MH, H.T @ H, W, H, alpha)
+        H = hals_half_step(M @ W, W.T @ W, H, W, alpha)
+        MH = M @ H
+        trace.append(snmf_objective(M, H, MH, M_sq))
+        if has_converged(trace[-2], trace[-1], stopping, tol):
+            converged = True
+            break
+    return H, SingleFit(np.argmax(H, axis=1), np.array(trace), len(trace) - 1, converged)
+
+
 def snmf(M, Y, *, update="sqrt", stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.ndarray, SingleFit]:
     """Run SNMF from Y; returns (Y, fit) with fit.labels = argmax of each row of Y. M may be
     sparse (MTCFIR's l-neighbour similarities): every M Y is then O(nnz k) instead of O(n^2 k)."""
+    if update == "hals":
+        return snmf_hals(M, Y, stopping=stopping, tol=tol, max_iter=max_iter)
     M_sq = squared_norm(M)
     MY = M @ Y
     trace = [snmf_objective(M, Y, MY, M_sq)]
