@@ -199,6 +199,8 @@ EXPERIMENTS = {  # name: (method, data, grid, repeats, other settings)
                              {"neighbour_ratio": [0.1, 0.3, 0.5], "corruption": [0.5, 0.6, 0.7]}, 3, {}),
     "mtcfir_nf_handdigits": ("mtcfir_nf", "handdigits", {"neighbour_ratio": [0.1, 0.3, 0.5]}, 3, {}),
     "mtcfir_ni_handdigits": ("mtcfir_ni", "handdigits", {"corruption": [0.5, 0.6, 0.7]}, 3, {}),
+    "mtcfir_keep_probability": ("mtcfir", None, {"neighbour_ratio": [0.1, 0.3, 0.5, 0.7, 0.9],
+                                                 "corruption": [0.5, 0.4, 0.3, 0.2, 0.1]}, 10, {}),
     "smbc_sequential": ("smbc", None, None, 10, {"method.params.smart": True,
                                                  "method.params.candidates": "sequential"}),
     "aaai13_smbc": ("smbc", None, {"lambda_": [0.5]}, 10, {}),
@@ -238,6 +240,9 @@ def test_experiments_leave_open_what_they_do_not_fix():
     run = settings(cfg)  # the experiment names its variant; the sweep is named after it
     assert (run.method.name, run.data.name, run.sweep.label, run.sweep.name) == (
         "mtcmrl", "webkb4", "mtcmrl_printed", "mtcmrl_printed-webkb4")
+    run = settings(composed("+experiment=mtcfir_keep_probability", "method=mtcfir_nr", "data=handdigits"))
+    assert (run.method.name, run.sweep.label, run.sweep.name) == ("mtcfir_nr", "mtcfir_nr_keep", "mtcfir_nr_keep-handdigits")
+    assert run.method.grid["corruption"] == [0.5, 0.4, 0.3, 0.2, 0.1]  # 1 - p for Sec. 4.3's p
     cfg = composed("+experiment=reuters5000", "method=mtcfir_ni")
     assert (method_spec(cfg).name, cfg.data.name, cfg.data.params.text.n_features) == ("mtcfir_ni", "reuters", 5000)
     cfg = composed("+experiment=smtnmf_paper", "method=kmeans", "data=webkb_pp", "data.params.samples_per_task=20")
