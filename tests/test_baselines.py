@@ -132,6 +132,14 @@ def test_hals_converges_in_fewer_iterations_than_the_papers_rule_and_recovers_pl
     assert (H >= 0).all() and fit.trace[-1] == pytest.approx(np.linalg.norm(M - H @ H.T) ** 2, rel=1e-9)
 
 
+def test_hals_scales_a_start_far_from_the_similarity_so_no_column_dies(planted):
+    X, y = planted.matrices[0], planted.tasks[0].y
+    M = np.clip(cosine_affinity(X), 0, None) / 1000  # entries far below the 0.2-1.2 start
+    H, fit = snmf(M, np.eye(3)[y] + 0.2, update="hals", tol=1e-6)
+    assert (H.max(axis=0) > 0).all()  # unscaled, the first pass zeroed two columns for good
+    assert accuracy(y, fit.labels) == 1.0
+
+
 def test_sparse_input_matches_dense(planted):
     dense = SymmetricNMF(n_clusters=3, random_state=0).fit([np.abs(X) for X in planted.matrices])
     sparse = SymmetricNMF(n_clusters=3, random_state=0).fit([sp.csr_matrix(np.abs(X)) for X in planted.matrices])

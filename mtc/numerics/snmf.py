@@ -23,6 +23,8 @@ of iterations (MTCFIR on Handdigits):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mtc.numerics.convergence import SingleFit, has_converged
@@ -74,9 +76,16 @@ def hals_half_step(MH: np.ndarray, HtH: np.ndarray, W: np.ndarray, H: np.ndarray
 
 
 def snmf_hals(M, H, *, stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.ndarray, SingleFit]:
-    """The ``hals`` route (module docstring): alternate W and H from W = H; returns H."""
+    """The ``hals`` route (module docstring): alternate W and H from W = H; returns H.
+    The start is first scaled to its best multiple c H (c^2 = tr(H'MH) / ||H'H||_F^2, the
+    minimiser of ||M - c^2 HH'||): a start far from M's scale (k-means + 0.2 indicators
+    against a similarity with small entries) otherwise drives whole columns to zero in the
+    first pass, and a zero column never revives."""
     M_sq, alpha = squared_norm(M), penalty_weight(M)
     MH = M @ H
+    HtH = H.T @ H
+    scale = math.sqrt(max(float(np.sum(H * MH)), 0.0) / max(float(np.sum(HtH * HtH)), EPS))
+    H, MH = H * scale, MH * scale
     trace = [snmf_objective(M, H, MH, M_sq)]
     W, converged = H.copy(), False
     for _ in range(max_iter):
