@@ -86,17 +86,28 @@ def snmf_hals(M, H, *, stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.
     HtH = H.T @ H
     scale = math.sqrt(max(float(np.sum(H * MH)), 0.0) / max(float(np.sum(HtH * HtH)), EPS))
     H, MH = H * scale, MH * scale
-    trace = [snmf_objective(M, H, MH, M_sq)]
-    W, converged = H.copy(), False
-    for _ in range(max_iter):
+    W = H.copy()
+
+    def advance(H, MH):
+        nonlocal W
         W = hals_half_step(MH, H.T @ H, W, H, alpha)
-        H = hals_half_step(M @ W, W.T @ W, H, W, alpha)
-        MH = M @ H
-        trace.append(snmf_objective(M, H, MH, M_sq))
+        return hals_half_step(M @ W, W.T @ W, H, W, alpha)
+
+    return iterate(M, H, MH, M_sq, advance, stopping, tol, max_iter)
+
+
+def iterate(M, Y, MY, M_sq: float, advance, stopping: str, tol: float, max_iter: int) -> tuple[np.ndarray, SingleFit]:
+    """Y <- advance(Y, M Y) until the stopping rule holds on ||M - YY^T||_F^2 or max_iter."""
+    trace = [snmf_objective(M, Y, MY, M_sq)]
+    converged = False
+    for _ in range(max_iter):
+        Y = advance(Y, MY)
+        MY = M @ Y
+        trace.append(snmf_objective(M, Y, MY, M_sq))
         if has_converged(trace[-2], trace[-1], stopping, tol):
             converged = True
             break
-    return H, SingleFit(np.argmax(H, axis=1), np.array(trace), len(trace) - 1, converged)
+    return Y, SingleFit(np.argmax(Y, axis=1), np.array(trace), len(trace) - 1, converged)
 
 
 def snmf(M, Y, *, update="sqrt", stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.ndarray, SingleFit]:
@@ -105,14 +116,4 @@ def snmf(M, Y, *, update="sqrt", stopping="relative", tol=1e-4, max_iter=500) ->
     if update == "hals":
         return snmf_hals(M, Y, stopping=stopping, tol=tol, max_iter=max_iter)
     M_sq = squared_norm(M)
-    MY = M @ Y
-    trace = [snmf_objective(M, Y, MY, M_sq)]
-    converged = False
-    for _ in range(max_iter):
-        Y = snmf_step(Y, MY, update)
-        MY = M @ Y
-        trace.append(snmf_objective(M, Y, MY, M_sq))
-        if has_converged(trace[-2], trace[-1], stopping, tol):
-            converged = True
-            break
-    return Y, SingleFit(np.argmax(Y, axis=1), np.array(trace), len(trace) - 1, converged)
+    return iterate(M, Y, M @ Y, M_sq, lambda Y, MY: snmf_step(Y, MY, update), stopping, tol, max_iter)
