@@ -41,7 +41,8 @@ def read_webkb(path: Path, classes: tuple[str, ...], universities: tuple[str, ..
         for member in archive:
             parts = member.name.split("/")
             if member.isfile() and len(parts) == 4 and (parts[2], parts[1]) in wanted:
-                pages[(parts[2], parts[1])].append((parts[3], html_to_text(archive.extractfile(member).read(), keep_http_header)))
+                text = html_to_text(archive.extractfile(member).read(), keep_http_header)
+                pages[(parts[2], parts[1])].append((parts[3], text))
     return {key: sorted(docs) for key, docs in pages.items()}
 
 
