@@ -523,6 +523,18 @@ def score_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
     return pd.DataFrame({"point": points, **columns}).fillna("").reset_index()
 
 
+def overview_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Benchmarks x methods: the mean of ``metric`` over tasks at each method's best point,
+    "mean ± std" over seeds, the highest of each benchmark in bold (ties all bold)."""
+    chosen = cells[(cells.selection == BEST) & (cells.metric == metric) & (cells.task == "mean")]
+    means = chosen.pivot(index="benchmark", columns="method", values="mean")
+    stds = chosen.pivot(index="benchmark", columns="method", values="std")
+    text = pd.DataFrame({method: [mean_std(m, s) for m, s in zip(means[method], stds[method])]
+                         for method in means.columns}, index=means.index)
+    best = means.eq(means.max(axis=1), axis=0)
+    return text.where(~best, "**" + text + "**").reset_index()
+
+
 def label_free_table(cells: pd.DataFrame, selection: str) -> pd.DataFrame:
     """Methods x tasks (and mean): accuracy at the point of ``selection`` and, in brackets, its
     gap to the accuracy at the best point."""
@@ -627,6 +639,10 @@ def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, 
              "no config of ours, `paper:*`, are not shown).", "",
              markdown_table(sweeps), ""]
     parts += [f"- {note}" for note in comparison.notes] + ([""] if comparison.notes else [])
+    parts += [f"## Overview: mean {metrics[0]} over tasks at each method's best grid point by mean accuracy", "",
+              "Mean ± std over seeds; the highest on each benchmark in bold; the per-task tables, the published "
+              "numbers and the tests are in the benchmark's section.", "",
+              markdown_table(overview_table(comparison.cells, metrics[0])), ""]
     for benchmark in sorted(set(sweeps.benchmark)):
         parts += benchmark_section(benchmark, comparison, metrics, figures)
     return "\n".join(parts + friedman_section(comparison, metrics[0], cd_figure))

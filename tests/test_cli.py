@@ -64,8 +64,10 @@ def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp
     import time
 
     db, out = tmp_path / "mlflow.db", tmp_path / "out"
+    # 12 trials of 2 s one at a time: the first finishes over 20 s before the last, time enough for
+    # the poll below to see it on a loaded machine (with 1 s trials a busy host missed the window)
     args = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "++method.grid.shift=[0.0,1.0,2.0]",
-            "++method.params.delay=1.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
+            "++method.params.delay=2.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
             "sweep.verbose=0", f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={out}",
             "data.params.n_tasks=2", "data.params.samples_per_cluster=10"]
     driver = subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),

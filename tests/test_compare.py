@@ -125,7 +125,8 @@ def test_friedman_and_nemenyi_are_the_libraries_on_the_rank_table(store, compare
 def test_outputs_exist_and_figures_are_wide(compared):
     out, stdout = compared
     markdown = (out / "compare.md").read_text()
-    for heading in ("## synthetic", "### acc at the best grid point", "### nmi_max at the best grid point",
+    for heading in ("## Overview: mean acc over tasks", "## synthetic", "### acc at the best grid point",
+                    "### nmi_max at the best grid point",
                     "### acc at the label-free point `objective`", "### Wilcoxon signed-rank tests of acc",
                     "## Friedman test of acc", "![critical-difference diagram](critical_difference.png)",
                     "![kkm on synthetic](grid_kkm_synthetic.png)", "kmeans on synthetic: no grid"):
@@ -254,3 +255,15 @@ def test_the_label_free_criteria_are_ranked_by_the_accuracy_they_lose():
     assert list(table.criterion) == ["silhouette", "objective"]  # losses 0.025 and 0.1 on average
     assert table.iloc[0]["mean loss"] == "0.0250" and table.iloc[1]["largest loss"] == "0.2000"
     assert list(table["finds the best accuracy"]) == ["1", "1"]
+
+
+def test_the_overview_shows_each_benchmarks_task_mean_with_the_highest_in_bold():
+    from mtc.compare import overview_table
+
+    rows = [("x", "a", 0.9, 0.01), ("x", "b", 0.8, 0.02), ("y", "a", 0.5, 0.1), ("y", "b", 0.5, 0.0)]
+    cells = pd.DataFrame([{"benchmark": bench, "method": m, "task": task, "metric": "acc", "selection": "acc",
+                           "mean": v if task == "mean" else 0.0, "std": s}
+                          for bench, m, v, s in rows for task in ("task1", "mean")])
+    table = overview_table(cells, "acc").set_index("benchmark")
+    assert table.loc["x", "a"] == "**0.9000 ± 0.0100**" and table.loc["x", "b"] == "0.8000 ± 0.0200"
+    assert table.loc["y", "a"] == "**0.5000 ± 0.1000**" and table.loc["y", "b"] == "**0.5000 ± 0.0000**"  # a tie
