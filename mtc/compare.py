@@ -125,17 +125,35 @@ def open_experiment(uri: str, experiment: str):
     return client, found.experiment_id
 
 
-def finished_parents(client, experiment_id: str) -> list:
-    """The FINISHED parent runs of sweeps (a ``mtc.sweep_key`` tag, no parent of their own)."""
+def sweep_parents(client, experiment_id: str) -> list:
+    """The parent runs of sweeps (a ``mtc.sweep_key`` tag, no parent of their own), any status."""
     runs, token = [], None
     while True:
         page = client.search_runs([experiment_id], max_results=1000, page_token=token,
-                                  filter_string=f"attributes.status = 'FINISHED' and "
-                                                f"tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'")
+                                  filter_string=f"tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'")
         runs.extend(run for run in page if tracking.PARENT_TAG not in run.data.tags)
         token = page.token
         if not token:
             return runs
+
+
+def unfinished_notes(parents: list, read: dict) -> list[str]:
+    """A note for each (benchmark, method) whose newest sweep did not finish (interrupted,
+    failed or still running), so that a table without it is not taken for the whole picture:
+    ``read`` maps the pairs to the finished sweep that is read instead, if any."""
+    newest: dict[tuple[str, str], object] = {}
+    for run in parents:
+        pair = (benchmark_name(run), sweep_label(run))
+        if pair not in newest or run.info.start_time > newest[pair].info.start_time:
+            newest[pair] = run
+    notes = []
+    for pair, run in sorted(newest.items()):
+        if run.info.status == "FINISHED":
+            continue
+        what = f"{pair[1]} on {pair[0]}: the newest sweep ({run.info.run_id}, {run.info.status}) did not finish"
+        notes.append(f"{what}; the older finished one ({read[pair].info.run_id}) is read" if pair in read else
+                     f"{what} and is left out; the same sweep command resumes it")
+    return notes
 
 
 def sweep_label(run) -> str:
@@ -730,8 +748,11 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
     """
     check_metric(metric)
     client, experiment_id = open_experiment(tracking_uri, experiment)
-    parents, notes = newest_per_pair(finished_parents(client, experiment_id))
+    every_parent = sweep_parents(client, experiment_id)
+    parents, notes = newest_per_pair([run for run in every_parent if run.info.status == "FINISHED"])
     chosen = select(parents, benchmarks, methods)
+    wanted = [run for run in every_parent if select({(benchmark_name(run), sweep_label(run)): run}, benchmarks, methods)]
+    notes += unfinished_notes(wanted, chosen)
     if not chosen:
         which = " matching --benchmarks/--methods" if parents else ""
         raise InputError(f"no finished sweep{which} in experiment {experiment!r} of {tracking_uri}; run one with "

@@ -50,6 +50,19 @@ def test_a_numerical_failure_keeps_its_traceback_and_exits_1(tmp_path):
     assert "Traceback" in done.stderr and "FloatingPointError: toy failure: the iteration diverged" in done.stderr
 
 
+def finished_children(db) -> int:
+    """How many child runs of the store are FINISHED, read with sqlite3 (cheap enough to poll)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as connection:
+        try:
+            return connection.execute("SELECT COUNT(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+                                      "WHERE tags.key = ? AND runs.status = 'FINISHED'",
+                                      (tracking.PARENT_TAG,)).fetchone()[0]
+        except sqlite3.OperationalError:  # the schema is not created yet
+            return 0
+
+
 def child_runs(db):
     client = tracking.client_for(f"sqlite:///{db}")
     experiment = client.get_experiment_by_name("mtc")
@@ -64,8 +77,8 @@ def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp
     import time
 
     db, out = tmp_path / "mlflow.db", tmp_path / "out"
-    # 12 trials of 2 s one at a time: the first finishes over 20 s before the last, time enough for
-    # the poll below to see it on a loaded machine (with 1 s trials a busy host missed the window)
+    # 12 trials of 2 s one at a time: the first finishes over 20 s before the last; the poll below
+    # reads the store with sqlite3 (an MLflow client per poll took longer than that on a busy host)
     args = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "++method.grid.shift=[0.0,1.0,2.0]",
             "++method.params.delay=2.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
             "sweep.verbose=0", f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={out}",
@@ -76,10 +89,8 @@ def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp
         if "MLflow parent run" in line:
             break
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:  # interrupt once some trials finished and others have not
-        time.sleep(1.0)
-        if any(r.info.status == "FINISHED" for r in child_runs(db)[1]):
-            break
+    while time.monotonic() < deadline and not finished_children(db):  # interrupt once some trials finished
+        time.sleep(0.5)
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole process group
     _, stderr = driver.communicate(timeout=240)
     assert driver.returncode == 130, stderr

@@ -170,6 +170,39 @@ def test_published_numbers_are_matched(store, tmp_path):
     assert result["run_id"] is None
 
 
+def test_an_unfinished_sweep_is_named_in_the_notes_not_silently_dropped(store, tmp_path):
+    import shutil
+
+    tmp, _ = store
+    shutil.copy(tmp / "mlflow.db", tmp_path / "mlflow.db")  # the shared store stays as it is
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client_for(uri)
+    experiment = client.get_experiment_by_name("mtc").experiment_id
+    (kkm,) = client.search_runs([experiment], "tags.`mtc.method` = 'kkm' and tags.`mtc.sweep_key` LIKE '%'")
+    client.set_terminated(kkm.info.run_id, "KILLED")  # as an interrupted sweep leaves its parent
+    result = compare(uri, "mtc", tmp_path / "out", log=False)
+    assert {sweep.method for sweep in result["comparison"].sweeps} == {"kmeans", "snmf"}
+    note = (f"kkm on synthetic: the newest sweep ({kkm.info.run_id}, KILLED) did not finish and is left out; "
+            "the same sweep command resumes it")
+    assert result["comparison"].notes == [note]
+    assert f"- {note}" in (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_an_unfinished_sweep_newer_than_a_finished_one_is_named_beside_it():
+    from mtc.compare import unfinished_notes
+
+    def run(run_id, start, status):
+        return SimpleNamespace(info=SimpleNamespace(run_id=run_id, run_name="kkm-synthetic", start_time=start,
+                                                    status=status),
+                               data=SimpleNamespace(tags={"mtc.method": "kkm", "mtc.data": "synthetic"}))
+
+    done, stale, running = run("done", 2, "FINISHED"), run("stale", 1, "FAILED"), run("running", 3, "RUNNING")
+    read = {("synthetic", "kkm"): done}
+    assert unfinished_notes([stale, done], read) == []  # an older failure under a finished sweep: nothing to say
+    assert unfinished_notes([stale, done, running], read) == [
+        "kkm on synthetic: the newest sweep (running, RUNNING) did not finish; the older finished one (done) is read"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--metric", "bogus"], "unknown --metric 'bogus'; choose one of acc, nmi, nmi_max, ari, purity"),
     (["--experiment", "nope"], "no experiment 'nope'"),
