@@ -282,8 +282,12 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
         raise SweepInterrupted(f"interrupted: {done} of {len(trials)} trials finished (MLflow parent run "
                                f"{parent_id}, KILLED); run the same command again to resume: finished trials "
                                "are kept, the others run again") from None
-    except BaseException as error:
-        client.set_terminated(parent_id, "FAILED" if isinstance(error, Exception) else "KILLED")
+    except BaseException as error:  # an error, or SystemExit from Ray's SIGTERM handler (kill, a scheduler)
+        status = "FAILED" if isinstance(error, Exception) else "KILLED"
+        tracking.close_unfinished(client, experiment_id, parent_id, status,
+                                  f"the sweep's driver stopped ({type(error).__name__}); run the same command again "
+                                  "to resume")
+        client.set_terminated(parent_id, status)
         raise
     (output_dir / "report.md").write_text(markdown)
     (output_dir / "grid.csv").write_text(grid_csv(summaries))
@@ -307,6 +311,7 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 @exit_on_bad_input
 def main(cfg: DictConfig) -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # each progress line as it happens, also through a pipe (tee, a log)
     try:
         run_sweep(settings(cfg))
     except SweepInterrupted as interrupted:

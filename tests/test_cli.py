@@ -111,6 +111,33 @@ def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp
     assert (out / "toy-synthetic" / "report.md").exists()
 
 
+def test_a_terminated_sweep_closes_its_runs_and_the_same_command_resumes(tmp_path):
+    import signal
+    import time
+
+    db = tmp_path / "mlflow.db"
+    args = toy_sweep(tmp_path, db, "++method.params.delay=2.0", "sweep.verbose=0")
+    driver = subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not finished_children(db):
+        time.sleep(0.5)
+    driver.send_signal(signal.SIGTERM)  # kill <pid>, a batch scheduler's time limit, a container stop
+    driver.communicate(timeout=240)
+    assert driver.returncode != 0
+    _, children, (parent,) = child_runs(db)
+    statuses = [r.info.status for r in children]
+    assert parent.info.status == "KILLED" and "RUNNING" not in statuses and 0 < statuses.count("FINISHED") < 12
+    kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
+
+    done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
+    assert done.returncode == 0, done.stderr
+    _, children, (parent,) = child_runs(db)
+    finished = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
+    assert parent.info.status == "FINISHED" and len(finished) == 12
+    assert all(finished[key] == run_id for key, run_id in kept.items())
+
+
 def toy_sweep(tmp_path, db, *extra):
     return [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "++method.grid.shift=[0.0,1.0,2.0]",
             "++method.params.delay=1.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
