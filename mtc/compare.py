@@ -5,7 +5,9 @@ the method is the sweep's label (tag ``mtc.label``, ``sweep.label``: the method'
 name unless an experiment names a variant, e.g. ``smbc_sequential``), the benchmark the run
 name without its ``<label>-`` prefix, else the tag ``mtc.data``; of several sweeps of the
 same (benchmark, method) the newest is read. A variant is matched with the published
-numbers of its method (tag ``mtc.method``). For each sweep the grid points
+numbers of its method (tag ``mtc.method``). A benchmark ``<data>@<n1>+<n2>+...`` asked for
+with ``--benchmarks`` pools the sweeps ``<data>-n<n1>``, ... of each method, as a paper's
+table averages over sample sizes (``pool_members``). For each sweep the grid points
 of every selection of ``mtc.report.SELECTIONS`` are found (the best by accuracy, which
 uses labels, and the label-free ones), and this module writes to ``--out``:
 
@@ -27,7 +29,7 @@ import argparse
 import re
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +43,7 @@ from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
 from mtc.relocate import relocate_if_moved
-from mtc.report import SELECTIONS, PointSummary, best_point
+from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point
 from mtc.sweep import point_summaries, trial_records
 
 PUBLISHED = Path(__file__).with_name("published_results.csv")
@@ -50,6 +52,7 @@ LABEL_FREE = tuple(selection for selection in SELECTIONS if selection != BEST)
 SECOND_METRIC = "nmi_max"  # tabled beside --metric (the papers' NMI)
 KIND_TAG = "mtc.kind"
 ALPHA = 0.05  # the Nemenyi test's level (the critical-difference diagram's bars)
+POOL_MARK = "@"  # <data>@<n1>+<n2>: a benchmark pooling the sweeps of several sample sizes (pool_members)
 MIN_PAIRS = 2  # fewer paired seeds than this: no Wilcoxon test
 FIGURE_DPI = 100  # every figure is at least 12 inches wide: >= 1200 px
 FRIEDMAN_COLUMNS = ["method", "average_rank", "statistic", "p", "n_cells", "n_methods", "critical_difference"]
@@ -206,6 +209,53 @@ def select(parents: dict, benchmarks: list[str] | None, methods: list[str] | Non
             if (not benchmarks or pair[0] in benchmarks) and (not methods or pair[1] in methods)}
 
 
+def pool_members(benchmark: str) -> list[str]:
+    """The benchmarks a pooled one reads: ``<data>@<n1>+<n2>+...`` is the sweeps ``<data>-n<n1>``,
+    ``<data>-n<n2>``, ... (one sweep per per-task sample size, as ``+experiment=smtnmf_paper``
+    names them); any other name is itself."""
+    if POOL_MARK not in benchmark:
+        return [benchmark]
+    data, sizes = benchmark.split(POOL_MARK, 1)
+    return [f"{data}-n{size}" for size in sizes.split("+")]
+
+
+def pool(parents: dict, benchmarks: list[str], methods: list[str] | None) -> tuple[dict, dict, list[str]]:
+    """The methods that have a finished sweep of every member of a pooled benchmark.
+
+    A pooled benchmark is one row of the papers' tables that averages several sample sizes
+    (SMT-NMF's Table 5: 30 draws at each of four sizes); its trials are all its members' trials.
+
+    Parameters
+    ----------
+    parents : dict
+        ``{(benchmark, method): run}``, the newest finished sweep of each pair.
+    benchmarks : list of str
+        The benchmarks asked for; those with ``POOL_MARK`` are pooled.
+    methods : list of str, optional
+        Only these methods (all when not given).
+
+    Returns
+    -------
+    pooled : dict
+        ``{(pooled benchmark, method): [run of each member]}``.
+    read : dict
+        ``{(member, method): run}`` of every member read.
+    notes : list of str
+        The methods with some members but not all, left out of a pooled benchmark.
+    """
+    pooled, read, notes = {}, {}, []
+    for benchmark in (b for b in benchmarks if POOL_MARK in b):
+        members = pool_members(benchmark)
+        for method in sorted({m for (b, m) in parents if b in members and (not methods or m in methods)}):
+            missing = [member for member in members if (member, method) not in parents]
+            if missing:
+                notes.append(f"{method} on {benchmark}: no finished sweep of {', '.join(missing)}; left out")
+                continue
+            pooled[(benchmark, method)] = [parents[(member, method)] for member in members]
+            read.update({(member, method): parents[(member, method)] for member in members})
+    return pooled, read, notes
+
+
 def trial_frame(records) -> pd.DataFrame:
     """The finished trials of a sweep: ``point``, ``seed`` and one column per metric."""
     return pd.DataFrame([{"point": r.point, "seed": r.seed, **r.metrics} for r in records if r.status == "FINISHED"])
@@ -223,21 +273,39 @@ def selection_points(summaries: list[PointSummary]) -> tuple[dict[str, PointSumm
     return points, missing
 
 
+def pooled_records(client, experiment_id: str, runs: list) -> list[TrialRecord]:
+    """The trials of one sweep, or of a pooled benchmark's member sweeps with each seed named
+    ``<member's size>/<seed>`` (``n20/3``) so that seeds stay distinct and pair across methods."""
+    if len(runs) == 1:
+        return trial_records(client, experiment_id, runs[0].info.run_id)
+    return [replace(record, seed=f"{benchmark_name(run).rsplit('-', 1)[1]}/{record.seed}")
+            for run in runs for record in trial_records(client, experiment_id, run.info.run_id)]
+
+
 def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep], list[str]]:
-    """Read every chosen sweep's child runs; returns the sweeps and notes on what was left out."""
-    sweeps, notes = [], []
-    for (benchmark, method), run in parents.items():
-        records = trial_records(client, experiment_id, run.info.run_id)
+    """Read every chosen sweep's child runs (``parents``: pair -> its run, or a pooled
+    benchmark's member runs); returns the sweeps and notes on what was left out."""
+    sweeps, notes, drawn_per_seed = [], [], []
+    for (benchmark, method), runs in parents.items():
+        records = pooled_records(client, experiment_id, runs)
+        run, run_id = runs[0], " + ".join(r.info.run_id for r in runs)
         tasks = sorted({key.split("/", 1)[1] for r in records for key in r.metrics
                         if key.startswith("acc/") and key != "acc/mean"})
-        points, missing = selection_points(point_summaries(client, records, tasks))
+        same_data = len(runs) == 1 and run.data.tags.get("mtc.data_draws", "1") == "1"
+        points, missing = selection_points(point_summaries(client, records, tasks, same_data))
         if BEST not in points:
-            notes.append(f"{method} on {benchmark} ({run.info.run_id}): no finished trial with accuracy; left out")
+            notes.append(f"{method} on {benchmark} ({run_id}): no finished trial with accuracy; left out")
             continue
+        if not same_data:
+            drawn_per_seed.append(f"{method} on {benchmark}")
+            missing.remove("stability")
         if missing:
             notes.append(f"{method} on {benchmark}: no {', '.join(missing)} point (its runs lack the metric)")
-        sweeps.append(Sweep(benchmark, method, run.info.run_id, points, trial_frame(records),
+        sweeps.append(Sweep(benchmark, method, run_id, points, trial_frame(records),
                             run.data.tags.get("mtc.method", method)))
+    if drawn_per_seed:
+        notes.append(f"no stability point for {len(drawn_per_seed)} sweep(s) whose seeds each cluster their own draw "
+                     f"of the data (the labels of different samples do not compare): {', '.join(drawn_per_seed)}")
     return sweeps, notes
 
 
@@ -750,9 +818,12 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
     client, experiment_id = open_experiment(tracking_uri, experiment)
     every_parent = sweep_parents(client, experiment_id)
     parents, notes = newest_per_pair([run for run in every_parent if run.info.status == "FINISHED"])
-    chosen = select(parents, benchmarks, methods)
-    wanted = [run for run in every_parent if select({(benchmark_name(run), sweep_label(run)): run}, benchmarks, methods)]
-    notes += unfinished_notes(wanted, chosen)
+    pooled, read, pool_notes = pool(parents, benchmarks or [], methods)
+    single = select(parents, benchmarks, methods)
+    chosen = {**{pair: [run] for pair, run in single.items()}, **pooled}
+    asked = [member for benchmark in benchmarks for member in pool_members(benchmark)] if benchmarks else None
+    wanted = [run for run in every_parent if select({(benchmark_name(run), sweep_label(run)): run}, asked, methods)]
+    notes += pool_notes + unfinished_notes(wanted, {**single, **read})
     if not chosen:
         which = " matching --benchmarks/--methods" if parents else ""
         raise InputError(f"no finished sweep{which} in experiment {experiment!r} of {tracking_uri}; run one with "
@@ -773,7 +844,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--experiment", default="mtc")
     parser.add_argument("--out", type=Path, default=Path("outputs/compare"), help="folder for the outputs")
     parser.add_argument("--metric", default="acc", help=f"one of {', '.join(METRIC_NAMES)}")
-    parser.add_argument("--benchmarks", nargs="+", help="only these benchmarks")
+    parser.add_argument("--benchmarks", nargs="+",
+                        help="only these benchmarks; <data>@<n1>+<n2> pools the sweeps <data>-n<n1>, <data>-n<n2>")
     parser.add_argument("--methods", nargs="+", help="only these methods (sweep labels, e.g. smbc_sequential)")
     parser.add_argument("--published", type=Path, default=PUBLISHED, help="CSV of published numbers")
     parser.add_argument("--no-log", action="store_true", help="do not log the outputs to an MLflow run")

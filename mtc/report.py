@@ -134,7 +134,8 @@ def data_note(draw: str, datasets: dict) -> str:
     counts = ", ".join(f"{name} {lo}" if lo == hi else f"{name} {lo}-{hi}"
                        for name, lo, hi in zip(names, sizes.min(axis=0), sizes.max(axis=0)))
     if draw == "per_seed":
-        return f"samples per task: {counts}; a fresh random draw per seed ({len(datasets)} draws), means over draws"
+        return (f"samples per task: {counts}; a fresh random draw per seed ({len(datasets)} draws), means over draws; "
+                "no stability criterion (the seeds' labels are of different samples)")
     return f"samples per task: {counts}; one dataset for every seed"
 
 

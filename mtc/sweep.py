@@ -210,9 +210,12 @@ def seed_labels(client, records: list[TrialRecord], task_names: list[str]) -> di
     return labels
 
 
-def point_summaries(client, records: list[TrialRecord], task_names: list[str]):
-    """Mean and std per grid point of the runs' metrics, with the stability across seeds."""
-    return with_stability(summarize(records), seed_labels(client, records, task_names))
+def point_summaries(client, records: list[TrialRecord], task_names: list[str], same_data: bool = True):
+    """Mean and std per grid point of the runs' metrics, with the stability across seeds when
+    every seed clustered the same data (``same_data``): labels of different draws (a data
+    config with ``draw: per_seed``) label different samples, and their ARI means nothing."""
+    summaries = summarize(records)
+    return with_stability(summaries, seed_labels(client, records, task_names)) if same_data else summaries
 
 
 def chosen_points(summaries) -> dict:
@@ -272,7 +275,7 @@ def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpu
                                   f"the trial's Ray worker died and its retries (sweep.max_failures={sweep.max_failures}) "
                                   "ran out; see the Ray logs")
         records = trial_records(client, experiment_id, parent_id)
-        summaries = point_summaries(client, records, dataset.task_names)
+        summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
         markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
                                    data_note(run.data.draw, datasets))
     except KeyboardInterrupt:  # Ctrl-C: no report; the started trials' runs are closed, the parent KILLED

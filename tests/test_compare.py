@@ -188,6 +188,37 @@ def test_an_unfinished_sweep_is_named_in_the_notes_not_silently_dropped(store, t
     assert f"- {note}" in (tmp_path / "out" / "compare.md").read_text()
 
 
+def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
+    """SMT-NMF's Table 5 averages four sample sizes x 30 draws: ``<data>@<n1>+<n2>`` pools the
+    sweeps ``<data>-n<n1>``, ``<data>-n<n2>``; a method short of a size is left out, said so."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    results = {}
+    for method, sizes in {"kmeans": (10, 20), "snmf": (10,)}.items():
+        for size in sizes:
+            results[method, size] = run_sweep(settings(compose_config([
+                f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", "ray.num_cpus=2",
+                f"mlflow.artifact_root={tmp_path / 'artifacts'}", "sweep.verbose=0", "data=synthetic",
+                "+data.draw=per_seed", f"data.params.samples_per_cluster={size}", "sweep.repeats=3",
+                f"method={method}", f"sweep.name={method}-synthetic-n{size}"])))
+    result = compare(uri, "mtc", tmp_path / "out", benchmarks=["synthetic@10+20"], log=False)
+    (sweep,) = result["comparison"].sweeps
+    assert (sweep.benchmark, sweep.method) == ("synthetic@10+20", "kmeans")
+    assert sweep.run_id == " + ".join(results["kmeans", size]["parent_run_id"] for size in (10, 20))
+    assert sorted(sweep.trials.seed) == ["n10/0", "n10/1", "n10/2", "n20/0", "n20/1", "n20/2"]
+    assert sweep.points["acc"].n_runs == 6 and "stability" not in sweep.points
+    client = tracking.client_for(uri)
+    experiment = client.get_experiment_by_name("mtc").experiment_id
+    children = [run for size in (10, 20) for run in tracking.find_runs(
+        client, experiment, **{tracking.PARENT_TAG: results["kmeans", size]["parent_run_id"]})]
+    assert len(children) == 6
+    cells = result["comparison"].cells.set_index(["task", "metric", "selection"])
+    for task in ("task0", "task1", "task2"):  # the cell is the mean and std over all six runs
+        values = [run.data.metrics[f"acc/{task}"] for run in children]
+        assert cells.loc[(task, "acc", "acc"), "mean"] == pytest.approx(np.mean(values), abs=1e-12)
+        assert cells.loc[(task, "acc", "acc"), "std"] == pytest.approx(np.std(values, ddof=1), abs=1e-12)
+    assert "snmf on synthetic@10+20: no finished sweep of synthetic-n20; left out" in result["comparison"].notes
+
+
 def test_an_unfinished_sweep_newer_than_a_finished_one_is_named_beside_it():
     from mtc.compare import unfinished_notes
 

@@ -208,6 +208,17 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
     assert len(set(finals)) == 3
     report = (Path(result["output_dir"]) / "report.md").read_text()
     assert "samples per task: task0 40, task1 40; a fresh random draw per seed (3 draws), means over draws" in report
+    # labels of different draws label different samples: no stability criterion, said in the report and by compare
+    assert not any("stability/mean" in s.mean for s in result["summaries"])
+    assert "no stability criterion" in report and "best_by_stability/stability/mean" not in parent.data.metrics
+    assert "mtc.best_by_silhouette" in parent.data.tags  # the other label-free criteria stay
+    from mtc.compare import compare
+
+    compared = compare(result["tracking_uri"], "mtc", tmp_path / "compare", log=False)
+    (sweep,) = compared["comparison"].sweeps
+    assert "stability" not in sweep.points and "silhouette" in sweep.points
+    assert any(note.startswith("no stability point for 1 sweep(s) whose seeds each cluster their own draw")
+               for note in compared["comparison"].notes)
 
 
 def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path):
