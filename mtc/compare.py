@@ -43,7 +43,7 @@ from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
 from mtc.relocate import relocate_if_moved
-from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point
+from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point, why_no_point
 from mtc.sweep import point_summaries, trial_records
 
 PUBLISHED = Path(__file__).with_name("published_results.csv")
@@ -292,15 +292,16 @@ def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep],
         tasks = sorted({key.split("/", 1)[1] for r in records for key in r.metrics
                         if key.startswith("acc/") and key != "acc/mean"})
         same_data = len(runs) == 1 and run.data.tags.get("mtc.data_draws", "1") == "1"
-        points, missing = selection_points(point_summaries(client, records, tasks, same_data))
+        summaries = point_summaries(client, records, tasks, same_data)
+        points, missing = selection_points(summaries)
         if BEST not in points:
             notes.append(f"{method} on {benchmark} ({run_id}): no finished trial with accuracy; left out")
             continue
         if not same_data:
             drawn_per_seed.append(f"{method} on {benchmark}")
             missing.remove("stability")
-        if missing:
-            notes.append(f"{method} on {benchmark}: no {', '.join(missing)} point (its runs lack the metric)")
+        notes += [f"{method} on {benchmark}: no {selection} point ({why_no_point(summaries, selection)})"
+                  for selection in missing]
         sweeps.append(Sweep(benchmark, method, run_id, points, trial_frame(records),
                             run.data.tags.get("mtc.method", method)))
     if drawn_per_seed:

@@ -93,6 +93,20 @@ def best_point(summaries: list[PointSummary], selection: str) -> PointSummary:
     return candidates[0]
 
 
+def why_no_point(summaries: list[PointSummary], selection: str) -> str:
+    """Why a label-free criterion chose no grid point: stability needs the labels of two
+    seeds or more that clustered the same data; another criterion was either never logged
+    (a sweep older than it) or is NaN in a run of every grid point (the silhouette of a task
+    predicted as a single cluster)."""
+    key = CRITERIA[selection][0]
+    if selection == "stability":
+        return "it needs the labels of two seeds or more of the same data at a grid point"
+    if any(key in summary.mean for summary in summaries):
+        return f"{key} is NaN in a run of every grid point" + (
+            ": a task predicted as a single cluster" if selection == "silhouette" else "")
+    return f"the runs do not log {key}"
+
+
 def tied(summaries: list[PointSummary], selection: str) -> list[str]:
     """The grid points whose criterion equals the chosen one's (the chosen one first)."""
     candidates = ranked(summaries, selection)
@@ -157,7 +171,7 @@ def label_free_table(summaries: list[PointSummary]) -> str:
         try:
             chosen = best_point(summaries, selection)
         except ValueError:
-            lines.append(f"| {label} | (not logged) | | | |")
+            lines.append(f"| {label} | (none: {why_no_point(summaries, selection)}) | | | |")
             continue
         lines.append(f"| {label} | `{chosen.point}` | {chosen.mean['acc/mean']:.4f} ± {chosen.std['acc/mean']:.4f} | "
                      f"{best - chosen.mean['acc/mean']:.4f} | {chosen.mean['nmi_max/mean']:.4f} |")

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize
+from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize, why_no_point
 
 
 def record(point, acc, objective, status="FINISHED"):
@@ -71,6 +71,19 @@ def test_label_free_choices_and_their_accuracy():
     assert "| highest mean cosine silhouette of the clusters on the input | `a=1` | 0.8000 ± 0.1414 | 0.0000 |" in text
 
 
-def test_a_criterion_no_run_logged_is_shown_as_such():
+def test_a_criterion_that_chose_no_point_says_why():
     text = report_markdown("demo", summarize([record("a=1", 0.9, 3.0)]), ["a"])
-    assert "| highest mean ARI between the labels of different seeds | (not logged) | | | |" in text
+    assert ("| highest mean ARI between the labels of different seeds | (none: it needs the labels of two seeds "
+            "or more of the same data at a grid point) | | | |") in text
+    assert "| highest mean cosine silhouette of the clusters on the input | (none: the runs do not log silhouette/mean) |" \
+        in text
+    # every grid point has a seed whose silhouette is NaN (a task predicted as a single cluster)
+    rows = [record("a=1", 0.9, 3.0), record("a=1", 0.7, 3.0), record("a=2", 0.5, 1.0), record("a=2", 0.5, 1.0)]
+    for row, silhouette in zip(rows, (0.4, float("nan"), float("nan"), 0.1)):
+        row.metrics["silhouette/mean"] = silhouette
+    summaries = summarize(rows)
+    with pytest.raises(ValueError):
+        best_point(summaries, "silhouette")
+    assert why_no_point(summaries, "silhouette") == \
+        "silhouette/mean is NaN in a run of every grid point: a task predicted as a single cluster"
+    assert why_no_point(summaries, "objective_relative") == "the runs do not log objective/relative"
