@@ -83,8 +83,11 @@ def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp
             "++method.params.delay=2.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
             "sweep.verbose=0", f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={out}",
             "data.params.n_tasks=2", "data.params.samples_per_cluster=10"]
+    # A terminal's foreground job takes Ctrl-C; a shell's background job (CI started with `&`, nohup)
+    # inherits SIGINT ignored, and so would this driver: give it the default disposition.
     driver = subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in driver.stdout:  # the store and every run exist once the driver says so (no race on creation)
         if "MLflow parent run" in line:
             break
