@@ -8,4 +8,5 @@ set -euo pipefail
 for method in kmeans snmf snmf_lr mtcmrl lssmtc smbc smkc; do
   python -m mtc.sweep method="$method" data=reuters "$@"
 done
+python -m mtc.sweep +experiment=mtcmrl_printed data=reuters "$@"  # MTCMRL with the printed Eq. 7 / Eq. 19
 python -m mtc.compare --benchmarks reuters --out docs/results/compare_reuters

@@ -8,4 +8,5 @@ set -euo pipefail
 for method in kmeans snmf snmf_lr mtcmrl lssmtc smbc smkc mtcfir mtcfir_nf mtcfir_ni mtcfir_nr; do
   python -m mtc.sweep method="$method" data=webkb4 "$@"
 done
+python -m mtc.sweep +experiment=mtcmrl_printed data=webkb4 "$@"  # MTCMRL with the printed Eq. 7 / Eq. 19
 python -m mtc.compare --benchmarks webkb4 --out docs/results/compare_webkb4
