@@ -331,4 +331,3 @@ def test_the_overview_shows_each_benchmarks_task_mean_with_the_highest_in_bold()
     table = overview_table(cells, "acc").set_index("benchmark")
     assert table.loc["x", "a"] == "**0.9000 ± 0.0100**" and table.loc["x", "b"] == "0.8000 ± 0.0200"
     assert table.loc["y", "a"] == "**0.5000 ± 0.1000**" and table.loc["y", "b"] == "**0.5000 ± 0.0000**"  # a tie
-
