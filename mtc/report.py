@@ -82,7 +82,17 @@ def ranked(summaries: list[PointSummary], selection: str) -> list[PointSummary]:
     scored = [s for s in summaries if s.n_runs > 0 and np.isfinite(s.mean.get(key, np.nan))]
     order = {s.point: i for i, s in enumerate(summaries)}
     second = (lambda s: -s.mean.get("nmi_max/mean", 0.0)) if selection == "acc" else (lambda s: 0.0)
-    return sorted(scored, key=lambda s: (-sign * s.mean[key], second(s), order[s.point]))
+    by_value = sorted(scored, key=lambda s: (-sign * s.mean[key], second(s), order[s.point]))
+    if not by_value:
+        return []
+    # values equal to the best's up to rounding (summation order over seeds) are a tie, broken by the rule
+    top = [s for s in by_value if same_value(s.mean[key], by_value[0].mean[key])]
+    return sorted(top, key=lambda s: (second(s), order[s.point])) + by_value[len(top):]
+
+
+def same_value(a: float, b: float) -> bool:
+    """Two criterion values that differ only by floating-point rounding (relative 1e-12)."""
+    return bool(np.isclose(a, b, rtol=1e-12, atol=0.0))
 
 
 def best_point(summaries: list[PointSummary], selection: str) -> PointSummary:
@@ -111,7 +121,7 @@ def tied(summaries: list[PointSummary], selection: str) -> list[str]:
     """The grid points whose criterion equals the chosen one's (the chosen one first)."""
     candidates = ranked(summaries, selection)
     key = CRITERIA[selection][0]
-    return [s.point for s in candidates if np.isclose(s.mean[key], candidates[0].mean[key], rtol=1e-12, atol=0.0)]
+    return [s.point for s in candidates if same_value(s.mean[key], candidates[0].mean[key])]
 
 
 def with_stability(summaries: list[PointSummary], labels: dict[str, list[list[np.ndarray]]]) -> list[PointSummary]:

@@ -54,6 +54,20 @@ def test_a_tie_on_accuracy_is_broken_by_nmi_then_grid_order_and_reported():
     assert best_point(summarize(rows), "acc").point == "a=1"
 
 
+def test_values_equal_up_to_rounding_are_a_tie_broken_by_grid_order():
+    from mtc.report import tied
+
+    rows = [record("a=1", 0.9, 3.0), record("a=2", 0.9, 3.0), record("a=3", 0.5, 3.0)]
+    for row, silhouette in zip(rows, (0.4311, 0.4311 * (1 + 1e-15), 0.2)):
+        row.metrics["silhouette/mean"] = silhouette  # a=2 higher only by summation-order rounding
+    summaries = summarize(rows)
+    assert summaries[1].mean["silhouette/mean"] > summaries[0].mean["silhouette/mean"]
+    assert best_point(summaries, "silhouette").point == "a=1"
+    assert tied(summaries, "silhouette") == ["a=1", "a=2"]
+    assert "tie: `a=1`, `a=2` have the same silhouette/mean; chosen by the first in grid order" in \
+        report_markdown("demo", summaries, ["a"])
+
+
 def test_label_free_choices_and_their_accuracy():
     from mtc.report import with_stability
 
