@@ -548,8 +548,9 @@ def draw_heatmap(mean: pd.DataFrame, std: pd.DataFrame, title: str, colorbar: st
 
 def sweep_heatmap(sweep: Sweep, metric: str, out: Path) -> Path | None:
     """The grid heatmap of ``<metric>/mean`` of one sweep as a PNG in ``out``; None for a
-    sweep with no grid parameter."""
-    if (sweep.trials.point == "defaults").all():
+    sweep of one grid point (no grid parameter, or one value of each): its one cell is the
+    tables' number."""
+    if sweep.trials.point.nunique() == 1:
         return None
     mean, std, averaged = grid_statistics(sweep.trials, f"{metric}/mean")
     title = f"{sweep.method} on {sweep.benchmark}: mean {metric} over tasks, mean ± std over seeds"

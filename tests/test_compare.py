@@ -306,6 +306,19 @@ def test_grid_points_parse_and_extra_parameters_are_averaged_per_seed():
     assert one.shape == (1, 3)
 
 
+def test_a_sweep_of_one_grid_point_gets_no_heatmap(tmp_path):
+    from mtc.compare import sweep_heatmap
+
+    trials = pd.DataFrame({"point": ["a=1,b=2"] * 3 + ["a=2,b=2"] * 3, "seed": list("012") * 2,
+                           "acc/mean": [0.5, 0.6, 0.7, 0.8, 0.8, 0.9]})
+    grid = Sweep("data", "m", "run", {}, trials, "m")
+    assert sweep_heatmap(grid, "acc", tmp_path) == tmp_path / "grid_m_data.png"
+    assert (tmp_path / "grid_m_data.png").stat().st_size > 0
+    for one_point in (trials[trials.point == "a=1,b=2"], trials.assign(point="defaults")):
+        assert sweep_heatmap(Sweep("data", "n", "run", {}, one_point, "n"), "acc", tmp_path) is None
+    assert not (tmp_path / "grid_n_data.png").exists()
+
+
 def test_the_label_free_criteria_are_ranked_by_the_accuracy_they_lose():
     import pandas as pd
 
