@@ -208,6 +208,7 @@ EXPERIMENTS = {  # name: (method, data, grid, repeats, other settings)
                     {"method.params.width_mode": "absolute"}),
     "aaai13_kkm": ("kkm", None, {"kernel_width": [0.1, 1.0, 10.0, 100.0]}, 10, {"method.params.width_mode": "absolute"}),
     "spmtc_paper": (None, None, None, 20, {}),
+    "spmtc_switches": ("spmtc_h", None, {"n_components": [2, 8], "lambda_": [0.15]}, 20, {}),
     "smtnmf_paper": ("smtnmf", "smtnmf_reuters_orgs_vs_people", None, 30,
                      {"sweep.name": "smtnmf-smtnmf_reuters_orgs_vs_people-n80", "data.draw": "per_seed"}),
 }
@@ -247,5 +248,9 @@ def test_experiments_leave_open_what_they_do_not_fix():
     assert (method_spec(cfg).name, cfg.data.name, cfg.data.params.text.n_features) == ("mtcfir_ni", "reuters", 5000)
     cfg = composed("+experiment=smtnmf_paper", "method=kmeans", "data=webkb_pp", "data.params.samples_per_task=20")
     assert (method_spec(cfg).name, cfg.sweep.name, cfg.sweep.repeats) == ("kmeans", "kmeans-webkb_pp-n20", 30)
+    cfg = composed("+experiment=spmtc_switches", "method=lssmtc", "data=orgs_vs_places_counts",
+                   "method.grid.n_components=[8]", "sweep.label=lssmtc", "sweep.name=lssmtc-orgs_vs_places_counts_l8")
+    assert (method_spec(cfg).name, method_spec(cfg).grid) == ("lssmtc", {"n_components": [8], "lambda_": [0.15]})
+    assert settings(cfg).sweep.name == "lssmtc-orgs_vs_places_counts_l8"
     cfg = composed("+experiment=mtcfir_handdigits", "sweep.repeats=10")  # the command line comes last
     assert cfg.sweep.repeats == 10
