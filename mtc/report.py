@@ -74,8 +74,10 @@ def summarize(records: list[TrialRecord]) -> list[PointSummary]:
     return summaries
 
 
-def ranked(summaries: list[PointSummary], selection: str) -> list[PointSummary]:
-    """Grid points with a finished trial and a finite criterion, best first (ties by the rule)."""
+def ranked(summaries: list[PointSummary], selection: str) -> tuple[list[PointSummary], int]:
+    """Grid points with a finished trial and a finite criterion, best first, and how many lead
+    tied: values equal to the best's up to rounding (summation order over seeds) are a tie,
+    ordered by the rule."""
     if selection not in CRITERIA:
         raise ValueError(f"unknown selection {selection!r}; choose one of {tuple(SELECTIONS)}")
     key, sign = CRITERIA[selection]
@@ -83,21 +85,13 @@ def ranked(summaries: list[PointSummary], selection: str) -> list[PointSummary]:
     order = {s.point: i for i, s in enumerate(summaries)}
     second = (lambda s: -s.mean.get("nmi_max/mean", 0.0)) if selection == "acc" else (lambda s: 0.0)
     by_value = sorted(scored, key=lambda s: (-sign * s.mean[key], second(s), order[s.point]))
-    if not by_value:
-        return []
-    # values equal to the best's up to rounding (summation order over seeds) are a tie, broken by the rule
-    top = [s for s in by_value if same_value(s.mean[key], by_value[0].mean[key])]
-    return sorted(top, key=lambda s: (second(s), order[s.point])) + by_value[len(top):]
-
-
-def same_value(a: float, b: float) -> bool:
-    """Two criterion values that differ only by floating-point rounding (relative 1e-12)."""
-    return bool(np.isclose(a, b, rtol=1e-12, atol=0.0))
+    top = [s for s in by_value if np.isclose(s.mean[key], by_value[0].mean[key], rtol=1e-12, atol=0.0)]
+    return sorted(top, key=lambda s: (second(s), order[s.point])) + by_value[len(top):], len(top)
 
 
 def best_point(summaries: list[PointSummary], selection: str) -> PointSummary:
     """The chosen grid point (KeyError-free: a criterion no run logged raises ValueError)."""
-    candidates = ranked(summaries, selection)
+    candidates, _ = ranked(summaries, selection)
     if not candidates:
         raise ValueError(f"no finished trial with {CRITERIA[selection][0]} to choose a grid point by {selection!r}")
     return candidates[0]
@@ -119,9 +113,8 @@ def why_no_point(summaries: list[PointSummary], selection: str) -> str:
 
 def tied(summaries: list[PointSummary], selection: str) -> list[str]:
     """The grid points whose criterion equals the chosen one's (the chosen one first)."""
-    candidates = ranked(summaries, selection)
-    key = CRITERIA[selection][0]
-    return [s.point for s in candidates if same_value(s.mean[key], candidates[0].mean[key])]
+    candidates, n_tied = ranked(summaries, selection)
+    return [s.point for s in candidates[:n_tied]]
 
 
 def with_stability(summaries: list[PointSummary], labels: dict[str, list[list[np.ndarray]]]) -> list[PointSummary]:
