@@ -11,7 +11,13 @@ import scipy.sparse as sp
 
 @dataclass(frozen=True)
 class Task:
-    """One clustering task: a data matrix (rows = samples) and its ground truth."""
+    """One clustering task: a data matrix (rows = samples) and its ground truth.
+
+    A sparse X is kept in canonical form (sorted indices, no duplicate entries; a copy is made
+    when the given one is not): the order in which a sparse product adds a row's entries follows
+    the index order, so without it a fit's rounding, and a capped fit's labels, would depend on
+    whether anything had sorted the matrix before (content_hash once did, in place).
+    """
 
     name: str
     X: np.ndarray | sp.spmatrix
@@ -25,6 +31,10 @@ class Task:
             raise ValueError(
                 f"task {self.name!r}: {self.X.shape[0]} rows but {len(self.y)} labels"
             )
+        if sp.issparse(self.X) and not getattr(self.X, "has_canonical_format", True):
+            canonical = self.X.copy()
+            canonical.sum_duplicates()  # sorts the indices too
+            object.__setattr__(self, "X", canonical)
 
     @property
     def n_samples(self) -> int:
@@ -98,8 +108,7 @@ class MultiTaskDataset:
             digest.update("\x00".join(task.class_names).encode())
             digest.update(np.ascontiguousarray(task.y, dtype=np.int64).tobytes())
             X = sp.csr_matrix(task.X) if sp.issparse(task.X) else np.ascontiguousarray(task.X)
-            if sp.issparse(X):
-                X.sort_indices()
+            if sp.issparse(X):  # canonical already (Task): the hash reads it, never sorts it
                 for part in (X.indptr, X.indices, X.data):
                     digest.update(np.ascontiguousarray(part).tobytes())
             else:

@@ -140,3 +140,42 @@ def test_cache_round_trip_keeps_dense_and_sparse(tmp_path):
     back = cache.load(tmp_path / "x.npz")
     assert back.content_hash() == ds.content_hash() and back.meta == {"k": 1}
     assert sp.issparse(back.tasks[1].X) and not sp.issparse(back.tasks[0].X)
+
+
+def test_a_sparse_task_is_kept_canonical_and_hashing_changes_no_matrix():
+    """A sparse X with unsorted indices (and a duplicate entry) becomes a canonical copy, the
+    given matrix untouched; content_hash leaves every array as it was and equals the hash of
+    the sorted input, so a fit sees one representation whether or not the data was hashed
+    first (the tracked sweep hashed, and so sorted, its draws before fitting; mtc.run did not)."""
+    from mtc.methods.smtnmf import SMTNMF
+    from mtc.tasks import MultiTaskDataset, Task
+
+    rng = np.random.default_rng(0)
+    dense = rng.random((12, 30)) * (rng.random((12, 30)) < 0.5)
+    dense[:, 0] += 0.1
+    sorted_X = sp.csr_matrix(dense)
+    rows = [slice(a, b) for a, b in zip(sorted_X.indptr[:-1], sorted_X.indptr[1:])]
+    order = np.concatenate([a + rng.permutation(r.stop - r.start) for a, r in zip(sorted_X.indptr, rows)])
+    unsorted = sp.csr_matrix((sorted_X.data[order], sorted_X.indices[order], sorted_X.indptr), shape=dense.shape)
+    assert not unsorted.has_sorted_indices
+    given_indices = unsorted.indices.copy()
+    y = np.arange(12) % 2
+
+    task = Task("a", unsorted, y, ("p", "q"))
+    assert task.X.has_canonical_format and np.array_equal(task.X.toarray(), dense)
+    assert np.array_equal(unsorted.indices, given_indices), "the caller's matrix was changed"
+    with_duplicate = sp.csr_matrix((np.array([1.0, 2.0]), np.array([3, 3]), np.array([0, 2])), shape=(1, 5))
+    assert Task("d", with_duplicate, np.array([0]), ("p",)).X.toarray()[0, 3] == 3.0
+
+    ds = MultiTaskDataset("x", (task, Task("b", unsorted[::-1], y, ("p", "q"))))
+    before = [part.copy() for X in ds.matrices for part in (X.indptr, X.indices, X.data)]
+    digest = ds.content_hash()
+    after = [part for X in ds.matrices for part in (X.indptr, X.indices, X.data)]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    from_sorted = MultiTaskDataset("x", (Task("a", sorted_X, y, ("p", "q")), Task("b", sorted_X[::-1], y, ("p", "q"))))
+    assert digest == from_sorted.content_hash()
+
+    def trace(dataset):
+        return SMTNMF(n_clusters=[2, 2], max_iter=30, tol=0.0, random_state=0).fit(dataset.matrices).objective_trace_
+
+    assert np.array_equal(trace(ds), trace(from_sorted))
