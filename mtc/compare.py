@@ -16,7 +16,11 @@ uses labels, and the label-free ones), and this module writes to ``--out``:
   label-free point with its gap to the best point, Wilcoxon signed-rank tests (paired by
   seed) of the best method against each other one, grid heatmaps; over all benchmarks, the
   Friedman test, average ranks, Nemenyi post-hoc p-values and a critical-difference diagram;
-- ``cells.csv``, ``wilcoxon.csv``, ``friedman.csv``, ``nemenyi.csv`` and the PNGs;
+- for a pooled benchmark, the mean accuracy over tasks per sample size at each method's best
+  point over all sizes, as a table and a figure (mtc.size_curves: the papers' accuracy against
+  the number of samples);
+- ``cells.csv``, ``wilcoxon.csv``, ``friedman.csv``, ``nemenyi.csv``, ``size_curves.csv`` (with a
+  pooled benchmark) and the PNGs;
 
 and logs the same files to an MLflow run of their own (run name ``compare``, tag
 ``mtc.kind=compare``) unless ``--no-log``. Bad input (no store, no finished sweep, an
@@ -44,6 +48,7 @@ from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
 from mtc.relocate import relocate_if_moved
 from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point, why_no_point
+from mtc.size_curves import draw_size_curves, size_curve_frame, size_table
 from mtc.sweep import point_summaries, trial_records
 
 PUBLISHED = Path(__file__).with_name("published_results.csv")
@@ -96,6 +101,7 @@ class Comparison:
     friedman: pd.DataFrame
     nemenyi: pd.DataFrame
     rank_table: pd.DataFrame
+    size_curves: pd.DataFrame
     notes: list[str]
 
 
@@ -670,6 +676,12 @@ def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str]
     for metric in metrics:
         parts += [f"### {metric} at the {SELECTIONS[BEST]}", "",
                   markdown_table(score_table(cells, metric)), ""]
+    curves = comparison.size_curves[comparison.size_curves.benchmark == benchmark]
+    if len(curves):
+        parts += [f"### mean {metrics[0]} over tasks per sample size, at each method's best point over all sizes "
+                  "(mean ± std over draws (number of draws); the highest per size in bold)", "",
+                  markdown_table(size_table(curves)), "",
+                  f"![{metrics[0]} against the sample size on {benchmark}]({figures[None, benchmark].name})", ""]
     criteria = criteria_table(cells)
     if len(criteria):
         closest = criteria.iloc[0]
@@ -754,19 +766,23 @@ def build_comparison(sweeps: list[Sweep], notes: list[str], metric: str, publish
     else:
         friedman, nemenyi = pd.DataFrame(columns=FRIEDMAN_COLUMNS), pd.DataFrame(index=pd.Index([], name="method"))
     return Comparison(sweeps, cells, wilcoxon_frame(seed_values(sweeps, metric), metric, cells), friedman, nemenyi,
-                      table, notes)
+                      table, size_curve_frame(sweeps, BEST, metric), notes)
 
 
 def write_outputs(comparison: Comparison, metric: str, out: Path, source: str) -> list[Path]:
     """Write compare.md, the CSVs and the PNGs to ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     figures = {(s.method, s.benchmark): sweep_heatmap(s, metric, out) for s in comparison.sweeps}
+    for benchmark, curves in comparison.size_curves.groupby("benchmark"):
+        figures[None, benchmark] = out / f"size_curves_{benchmark}.png"
+        draw_size_curves(curves, benchmark, metric, figures[None, benchmark])
     cd_figure = None
     if len(comparison.friedman):
         cd_figure = out / "critical_difference.png"
         draw_cd_diagram(comparison.friedman, comparison.nemenyi, metric, cd_figure)
     frames = {"cells.csv": comparison.cells, "wilcoxon.csv": comparison.wilcoxon,
-              "friedman.csv": comparison.friedman, "nemenyi.csv": comparison.nemenyi}
+              "friedman.csv": comparison.friedman, "nemenyi.csv": comparison.nemenyi,
+              **({"size_curves.csv": comparison.size_curves} if len(comparison.size_curves) else {})}
     for name, frame in frames.items():
         frame.to_csv(out / name, index=name == "nemenyi.csv")
     metrics = list(dict.fromkeys([metric, SECOND_METRIC]))

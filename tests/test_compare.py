@@ -217,6 +217,36 @@ def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
         assert cells.loc[(task, "acc", "acc"), "mean"] == pytest.approx(np.mean(values), abs=1e-12)
         assert cells.loc[(task, "acc", "acc"), "std"] == pytest.approx(np.std(values, ddof=1), abs=1e-12)
     assert "snmf on synthetic@10+20: no finished sweep of synthetic-n20; left out" in result["comparison"].notes
+    curves = result["comparison"].size_curves.set_index("size")  # per size: the mean over tasks, over that size's runs
+    assert list(curves.index) == [10, 20] and set(curves.point) == {sweep.points["acc"].point}
+    for size in (10, 20):
+        values = [run.data.metrics["acc/mean"] for run in tracking.find_runs(
+            client, experiment, **{tracking.PARENT_TAG: results["kmeans", size]["parent_run_id"]})
+            if run.data.tags[tracking.POINT_TAG] == sweep.points["acc"].point]
+        assert curves.loc[size, "n"] == len(values) == 3
+        assert curves.loc[size, "mean"] == pytest.approx(np.mean(values), abs=1e-12)
+        assert curves.loc[size, "std"] == pytest.approx(np.std(values, ddof=1), abs=1e-12)
+    assert pd.read_csv(tmp_path / "out" / "size_curves.csv").shape == (2, 7)
+    figure = imread(tmp_path / "out" / "size_curves_synthetic@10+20.png")
+    assert figure.shape[1] >= 1200
+    markdown = (tmp_path / "out" / "compare.md").read_text()
+    assert "![acc against the sample size on synthetic@10+20](size_curves_synthetic@10+20.png)" in markdown
+    assert "| method | n = 10 | n = 20 |" in markdown
+
+
+def test_size_curves_order_sizes_numerically_and_skip_unpooled_sweeps():
+    from mtc.size_curves import size_curve_frame, size_of
+
+    trials = pd.DataFrame({"point": "a=1", "seed": ["n100/0", "n100/1", "n20/0", "n20/1"],
+                           "acc/mean": [0.9, 0.7, 0.5, 0.6]})
+    best = {"acc": SimpleNamespace(point="a=1")}
+    pooled = SimpleNamespace(benchmark="d@20+100", method="m", points=best, trials=trials)
+    single = SimpleNamespace(benchmark="d", method="m", points=best, trials=trials.assign(seed=["0", "1", "2", "3"]))
+    frame = size_curve_frame([pooled, single], "acc", "acc")
+    assert list(frame["size"]) == [20, 100] and list(frame.benchmark) == ["d@20+100"] * 2
+    assert frame["mean"].tolist() == pytest.approx([0.55, 0.8])
+    with pytest.raises(ValueError, match="expected n<size>"):
+        size_of("x20")
 
 
 def test_an_unfinished_sweep_newer_than_a_finished_one_is_named_beside_it():

@@ -1,0 +1,74 @@
+"""A score against the sample size, for a benchmark pooled over sample sizes.
+
+A pooled benchmark (``<data>@<n1>+<n2>``, mtc.compare) reads one sweep per size and names each
+seed ``n<size>/<seed>``. The papers that pool sizes also plot the score against the size
+(SMT-NMF's Fig. 3): each method at its one grid point chosen over all sizes (the point the
+comparison's tables use), the mean over tasks per run, then the mean and std over the draws
+of each size. mtc.compare writes these as ``size_curves.csv``, a table per benchmark and one
+figure per benchmark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+SIZE_SEPARATOR = "/"  # a pooled seed: "<member's size label>/<seed>", e.g. "n20/3"
+COLUMNS = ["benchmark", "method", "point", "size", "mean", "std", "n"]
+
+
+def size_of(label: str) -> int:
+    """The per-task sample size of a member's label: ``"n20"`` -> 20."""
+    digits = label[1:]
+    if not (label.startswith("n") and digits.isdigit()):
+        raise ValueError(f"pooled seed label {label!r}: expected n<size>")
+    return int(digits)
+
+
+def size_curve_frame(sweeps, selection: str, metric: str) -> pd.DataFrame:
+    """Mean and std (ddof = 1) over draws of ``<metric>/mean`` per sample size, at each pooled
+    sweep's point of ``selection``; one row per (benchmark, method, size), sizes ascending.
+    Sweeps that are not pooled (no ``n<size>/`` seeds) have no curve."""
+    rows = []
+    for sweep in sweeps:
+        seeds = sweep.trials.seed.astype(str)
+        if not seeds.str.contains(SIZE_SEPARATOR, regex=False).all():
+            continue
+        point = sweep.points[selection].point
+        at_point = sweep.trials[sweep.trials.point == point]
+        sizes = at_point.seed.astype(str).str.split(SIZE_SEPARATOR, n=1).str[0].map(size_of)
+        grouped = at_point[f"{metric}/mean"].groupby(sizes)
+        rows += [{"benchmark": sweep.benchmark, "method": sweep.method, "point": point, "size": int(size),
+                  "mean": mean, "std": std, "n": int(n)}
+                 for size, mean, std, n in zip(grouped.mean().index, grouped.mean(), grouped.std(), grouped.size())]
+    return pd.DataFrame(rows, columns=COLUMNS).sort_values(["benchmark", "method", "size"], ignore_index=True)
+
+
+def size_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """Methods x sizes of one benchmark's curves, "mean ± std (n)"; the highest per size in bold."""
+    shown = curves.assign(cell=[f"{m:.4f} ± {s:.4f} ({n})" for m, s, n in zip(curves["mean"], curves["std"], curves.n)])
+    best = curves.groupby("size")["mean"].transform("max")
+    shown.loc[np.isclose(curves["mean"], best, rtol=0, atol=1e-12), "cell"] = "**" + shown.cell + "**"
+    table = shown.pivot(index="method", columns="size", values="cell")
+    return table.rename(columns=lambda size: f"n = {size}").reset_index()
+
+
+def draw_size_curves(curves: pd.DataFrame, benchmark: str, metric: str, path: Path) -> None:
+    """One line per method (the mean over draws), the size on the x axis. The spread over draws
+    is in the table beside it: eight overlapping bands would hide the lines."""
+    fig = Figure(figsize=(12, 6.5), dpi=100)
+    ax = fig.subplots()
+    for index, (method, curve) in enumerate(curves.groupby("method", sort=True)):
+        ax.plot(curve["size"], curve["mean"], marker="o", lw=2, label=method, linestyle=("-", "--", ":", "-.")[index % 4])
+    ax.set_xticks(sorted(curves["size"].unique()))
+    ax.set_xlabel("samples per task (the pooled sweeps' n)", fontsize=14)
+    ax.set_ylabel(f"mean {metric} over tasks", fontsize=14)
+    ax.tick_params(labelsize=13)
+    ax.set_title(f"{benchmark}\nmean over draws at each method's point chosen over all sizes", fontsize=13)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=12, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path)
