@@ -48,7 +48,7 @@ from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
 from mtc.relocate import relocate_if_moved
 from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point, why_no_point
-from mtc.size_curves import draw_size_curves, size_curve_frame, size_table
+from mtc.size_curves import SIZE_SEPARATOR, draw_size_curves, size_curve_frame, size_table
 from mtc.sweep import point_summaries, trial_records
 
 PUBLISHED = Path(__file__).with_name("published_results.csv")
@@ -284,7 +284,7 @@ def pooled_records(client, experiment_id: str, runs: list) -> list[TrialRecord]:
     ``<member's size>/<seed>`` (``n20/3``) so that seeds stay distinct and pair across methods."""
     if len(runs) == 1:
         return trial_records(client, experiment_id, runs[0].info.run_id)
-    return [replace(record, seed=f"{benchmark_name(run).rsplit('-', 1)[1]}/{record.seed}")
+    return [replace(record, seed=f"{benchmark_name(run).rsplit('-', 1)[1]}{SIZE_SEPARATOR}{record.seed}")
             for run in runs for record in trial_records(client, experiment_id, run.info.run_id)]
 
 

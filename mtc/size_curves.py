@@ -40,10 +40,9 @@ def size_curve_frame(sweeps, selection: str, metric: str) -> pd.DataFrame:
         point = sweep.points[selection].point
         at_point = sweep.trials[sweep.trials.point == point]
         sizes = at_point.seed.astype(str).str.split(SIZE_SEPARATOR, n=1).str[0].map(size_of)
-        grouped = at_point[f"{metric}/mean"].groupby(sizes)
+        per_size = at_point[f"{metric}/mean"].groupby(sizes).agg(["mean", "std", "size"])
         rows += [{"benchmark": sweep.benchmark, "method": sweep.method, "point": point, "size": int(size),
-                  "mean": mean, "std": std, "n": int(n)}
-                 for size, mean, std, n in zip(grouped.mean().index, grouped.mean(), grouped.std(), grouped.size())]
+                  "mean": row["mean"], "std": row["std"], "n": int(row["size"])} for size, row in per_size.iterrows()]
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(["benchmark", "method", "size"], ignore_index=True)
 
 
