@@ -7,8 +7,8 @@ cost of logging one trial to each, and the speed-up of a second Ray node.
   ``mlflow.tracking_uri`` on a tracking server (mtc.stack, basic auth) and on SQLite; wall
   time of the whole sweep and of the Tuner.
 - logging: what one trial's MLflow traffic costs, without Ray: look for an earlier attempt's
-  run and create the trial's run (tracking.start_trial_run), log the outcome (metrics, traces, params, matrices as .npy/.csv,
-  heatmaps), close it. Median over ``--repeats`` trials per store.
+  runs (tracking.earlier_runs), create the trial's run, log the outcome (one batch of params and
+  metrics, one trial.npz), close it. Median over ``--repeats`` trials per store.
 - speedup: a CPU-bound grid (MTCFIR on WebKB4, one CPU per trial, 16 Ray Tune trials of 4
   seeds each) on one node with one CPU, then on two nodes with one CPU each (loopback);
   Tuner wall times and their ratio.
@@ -34,7 +34,8 @@ from mtc import stack, tracking  # noqa: E402
 from mtc.cli import compose_config  # noqa: E402
 from mtc.config import Trial, settings  # noqa: E402
 from mtc.loopback import LoopbackCluster, free_port, loopback_cluster, wait_for_nodes  # noqa: E402
-from mtc.sweep import run_sweep, trial_params  # noqa: E402
+from mtc.sweep import run_sweep  # noqa: E402
+from mtc.trial import trial_params  # noqa: E402
 from mtc.trial import run_trial  # noqa: E402
 
 USER, PASSWORD = "admin", secrets.token_urlsafe(16)
@@ -66,7 +67,7 @@ def server_part(folder: Path, server) -> None:
         rows = []
         for label, uri in (("SQLite", f"sqlite:///{folder / 'server-part.db'}"), ("server", server.tracking_uri)):
             wall, result = timed_sweep(folder / label, uri, cluster.address, SERVER_SWEEP)
-            rows.append((label, wall, result["tuner_seconds"], result["trials_run"]))
+            rows.append((label, wall, result.tuner.seconds, result.trials_run))
     print("\n12-trial two-node sweep (MTCMRL, synthetic), tracking store vs wall time")
     print(f"{'store':8s} {'trials':>6s} {'sweep s':>8s} {'Tuner s':>8s}")
     for label, wall, tuner, trials in rows:
@@ -76,9 +77,11 @@ def server_part(folder: Path, server) -> None:
 def log_one(client, experiment_id: str, parent_id: str, trial: Trial, outcome, params: dict,
             task_names: list[str]) -> float:
     start = time.perf_counter()
-    run_id, _ = tracking.start_trial_run(client, experiment_id, parent_id, trial, {"mtc.benchmark": "logging"})
-    tracking.log_trial(client, run_id, outcome, params, task_names, heatmaps=True, convergence=False)
-    client.set_terminated(run_id, "FINISHED")
+    tracking.earlier_runs(client, experiment_id, parent_id, trial.label)
+    run = tracking.create_trial_run(client, experiment_id, parent_id, trial, {"mtc.benchmark": "logging"},
+                                    int(time.time() * 1000))
+    tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, params, task_names)
+    client.set_terminated(run.info.run_id, "FINISHED")
     return time.perf_counter() - start
 
 
@@ -112,7 +115,7 @@ def speedup_part(folder: Path) -> None:
                 cluster.add_node()
             wall, result = timed_sweep(folder / f"nodes{nodes}", f"sqlite:///{folder / f'speedup{nodes}.db'}",
                                        cluster.address, SPEEDUP_SWEEP)
-            rows.append((nodes, wall, result["tuner_seconds"], result["trials_run"]))
+            rows.append((nodes, wall, result.tuner.seconds, result.trials_run))
     print("\nCPU-bound grid (MTCFIR on WebKB4, 16 grid points x 4 seeds, the 4 seeds of a point in one Ray Tune "
           "trial, 1 CPU per trial), 1 CPU per node")
     print(f"{'nodes':5s} {'trials':>6s} {'sweep s':>8s} {'Tuner s':>8s} {'speed-up':>8s}")

@@ -49,11 +49,11 @@ def main(n_points: int = 40, repeats: int = 1, seeds_per_trial: str = "auto"):
     result = run_sweep(settings(cfg))
     stop.set()
     sampler.join()
-    client = tracking.client_for(result["tracking_uri"])
-    runs = tracking.find_runs(client, result["experiment_id"], **{tracking.PARENT_TAG: result["parent_run_id"]})
+    client = tracking.client_for(result.tracking_uri)
+    runs = tracking.find_runs(client, result.experiment_id, **{tracking.PARENT_TAG: result.parent_run_id})
     fit_total = sum(run.data.metrics["fit_seconds"] for run in runs)
     cpus = os.cpu_count()
-    wall = result["tuner_seconds"]
+    wall = result.tuner.seconds
     # utilisation over the busiest window as long as the Tuner ran
     best = 0.0
     for i, (t0, busy0, total0) in enumerate(samples):

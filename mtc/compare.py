@@ -46,10 +46,9 @@ from mtc import preflight, tracking
 from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
-from mtc.relocate import relocate_if_moved
 from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point, why_no_point
+from mtc.results import open_experiment, point_summaries, trial_records
 from mtc.size_curves import SIZE_SEPARATOR, draw_size_curves, size_curve_frame, size_table
-from mtc.sweep import point_summaries, trial_records
 
 PUBLISHED = Path(__file__).with_name("published_results.csv")
 BEST = "acc"  # the selection the comparison tables, tests and ranks use (the papers' protocol)
@@ -106,32 +105,6 @@ class Comparison:
 
 
 # --- reading the store -------------------------------------------------------------------
-
-
-def open_experiment(uri: str, experiment: str):
-    """A client of the tracking store and the experiment's id.
-
-    Raises
-    ------
-    InputError
-        The store does not exist or does not answer, or has no such experiment.
-    """
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):]).resolve()
-        if not path.is_file():
-            raise InputError(f"no tracking store at {path}; pass the sweeps' store with --tracking-uri "
-                             "sqlite:///<path>.db")
-        uri = f"sqlite:///{path}"
-    preflight.check_tracking(uri)
-    if uri.startswith("sqlite:///"):  # a moved store, laid out as a sweep leaves it (mlartifacts/ beside it)
-        for line in relocate_if_moved(uri, Path(uri[len("sqlite:///"):]).parent / "mlartifacts"):
-            print(f"the store was moved; {line}")
-    client = tracking.client_for(uri)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        names = ", ".join(e.name for e in client.search_experiments()) or "none"
-        raise InputError(f"no experiment {experiment!r} in {uri} (experiments: {names}); choose one with --experiment")
-    return client, found.experiment_id
 
 
 def sweep_parents(client, experiment_id: str) -> list:

@@ -198,7 +198,7 @@ class TrackingSettings:
     uri: str
     experiment: str
     artifact_root: str | None
-    trial_heatmaps: bool
+    readable_trial_files: bool
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ def tracking_settings(cfg: DictConfig, base: str) -> TrackingSettings:
         root = None
     elif root and "://" not in root:
         root = str((Path(base) / root).resolve())
-    return TrackingSettings(uri, cfg.mlflow.experiment, root or None, bool(cfg.mlflow.trial_heatmaps))
+    return TrackingSettings(uri, cfg.mlflow.experiment, root or None, bool(cfg.mlflow.readable_trial_files))
 
 
 def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepSettings:

@@ -56,10 +56,19 @@ def driver_locks(output_dir: Path, sweep_name: str, tracking_uri: str):
         stack.enter_context(held(output_dir / ".driver.lock",
                                  f"sweep {sweep_name!r} is already running (driver pid {{pid}}, output folder "
                                  f"{output_dir}); wait for it, or stop it and run this command again to resume"))
-        if tracking_uri.startswith("sqlite:///"):
-            store = Path(tracking_uri[len("sqlite:///"):])
-            stack.enter_context(held(store.with_name(store.name + ".lock"),
-                                     f"another sweep (driver pid {{pid}}) is writing to the SQLite store {store}; "
-                                     "SQLite takes one sweep at a time: wait for it, or run concurrent sweeps "
-                                     "against a tracking server (python -m mtc.stack start; docs/cluster.md)"))
+        stack.enter_context(store_lock(tracking_uri))
+        yield
+
+
+@contextlib.contextmanager
+def store_lock(tracking_uri: str):
+    """One live driver (a sweep or a study) per SQLite store; nothing for a server."""
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    store = Path(tracking_uri[len("sqlite:///"):])
+    with held(store.with_name(store.name + ".lock"),
+              f"another sweep (driver pid {{pid}}) is writing to the SQLite store {store}; "
+              "SQLite takes one sweep at a time: wait for it, or run concurrent sweeps "
+              "against a tracking server (python -m mtc.stack start; docs/cluster.md)"):
         yield

@@ -1,5 +1,6 @@
-"""One progress line for a sweep (tqdm, on stderr) in place of Ray Tune's boxed tables:
-seeds done of all, Tune trials running, failed and retried, and tqdm's rate and ETA.
+"""One progress line for a sweep or a study (tqdm, on stderr) in place of Ray Tune's boxed
+tables: seeds done of all, sweeps done (a study), Tune trials running, failed and retried, and
+tqdm's rate and ETA.
 ``sweep.verbose=1`` or higher gives Ray Tune's own output back."""
 
 from __future__ import annotations
@@ -9,11 +10,16 @@ from tqdm import tqdm
 
 
 class ProgressLine(Callback):
-    """A Ray Tune callback; ``batch_sizes`` maps each Tune trial's ``batch`` to its seeds."""
+    """A Ray Tune callback; ``batch_sizes`` maps each Tune trial's ``batch`` to its seeds and,
+    for a study, ``sweep_of`` maps it to its sweep (the line then counts finished sweeps)."""
 
-    def __init__(self, batch_sizes: dict[str, int], description: str):
+    def __init__(self, batch_sizes: dict[str, int], description: str, sweep_of: dict[str, str] | None = None):
         self.batch_sizes = batch_sizes
         self.description = description
+        self.sweep_of = sweep_of
+        self.left = {}  # sweep -> its Tune trials not yet ended
+        for batch, sweep in (sweep_of or {}).items():
+            self.left[sweep] = self.left.get(sweep, 0) + 1
         self.bar = None
         self.failed = self.retried = 0
         self.postfix = ""
@@ -28,17 +34,26 @@ class ProgressLine(Callback):
     def on_step_end(self, iteration, trials, **info):
         running = sum(trial.status == "RUNNING" for trial in trials)
         postfix = f"running {running}, failed {self.failed}, retried {self.retried}"
+        if self.sweep_of:
+            done = sum(left == 0 for left in self.left.values())
+            postfix = f"sweeps {done}/{len(self.left)}, {postfix}"
         if postfix != self.postfix:  # redraw on a change only (tqdm redraws on updates by itself)
             self.postfix = postfix
             self.bar.set_postfix_str(postfix)
 
+    def ended(self, trial):
+        if self.sweep_of:
+            self.left[self.sweep_of[trial.config["batch"]]] -= 1
+
     def on_trial_complete(self, iteration, trials, trial, **info):
+        self.ended(trial)
         self.bar.update(self.seeds(trial))
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.retried += 1
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        self.ended(trial)
         self.failed += self.seeds(trial)
         self.bar.update(self.seeds(trial))
 

@@ -23,80 +23,206 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
-import numpy as np
 from omegaconf import DictConfig
 
 from mtc import locks, preflight, tracking
 from mtc.cli import CONF_DIR, exit_on_bad_input, launch
-from mtc.config import RESERVED_PARAMS, Settings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
+from mtc.config import Settings, TrackingSettings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
 from mtc.errors import InputError
 from mtc.preflight import UnreachableError
-from mtc.report import (SELECTIONS, TrialRecord, best_point, data_note, grid_csv, report_markdown, summarize,
-                        with_stability)
+from mtc.report import PointSummary, data_note, grid_csv, report_markdown
+from mtc.results import chosen_points, point_summaries, trial_records
+from mtc.trial import trial_params
+
 
 class SweepInterrupted(Exception):
     """Ctrl-C ended the sweep; the message says how far it got and how to resume."""
 
 
-def sweep_trainable(config, *, datasets, prototype, method, data_config, tracking_uri, experiment_id, parent_id,
-                    run_tags, batches, heatmaps):
-    """One Ray Tune trial: a batch of seeds of one grid point (``config["batch"]`` names it in
-    ``batches``). Each seed is fitted and logged to its MLflow child run, created as its fit starts. A fit that raises
-    marks its run FAILED (with the error) and the other seeds still run; it is not retried (a
-    seeded fit fails the same way again). A worker that dies (killed, out of memory, node
-    lost) fails the Tune trial, which Ray Tune runs again (sweep.max_failures): seeds already
-    FINISHED are skipped then, and a seed that died half-logged gets a fresh run."""
+@dataclass(frozen=True)
+class SweepPlan:
+    """A checked sweep before anything is created: its settings, trials, data, output folder,
+    the tags of its runs and its key (the parent run a resumed sweep finds)."""
+
+    run: Settings
+    trials: list[Trial]
+    datasets: dict  # seed -> dataset (one shared object unless the data config draws per seed)
+    output_dir: Path
+    tags: dict
+    key: str
+
+    @property
+    def name(self) -> str:
+        return self.run.sweep.name
+
+
+@dataclass(frozen=True)
+class OpenSweep:
+    """A sweep whose parent run exists: the trials still to run and how many are finished."""
+
+    plan: SweepPlan
+    client: object = field(repr=False)
+    experiment_id: str
+    parent_id: str
+    pending: list[Trial]
+    finished: int
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """What a Ray worker needs to fit and log the trials of one sweep."""
+
+    datasets: dict
+    prototype: object
+    method: str
+    data_config: dict
+    tracking_uri: str
+    experiment_id: str
+    parent_id: str
+    run_tags: dict
+    readable: bool
+
+
+@dataclass(frozen=True)
+class TunerOutcome:
+    """The Ray Tune run of one or more sweeps' trials."""
+
+    seconds: float = 0.0
+    tune_trials: int = 0
+    tune_errors: int = 0
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep: its parent run, report folder, summaries and chosen points."""
+
+    parent_run_id: str
+    output_dir: str
+    summaries: list[PointSummary]
+    best: dict[str, PointSummary]
+    tracking_uri: str
+    experiment_id: str
+    trials_run: int
+    markdown: str
+    tuner: TunerOutcome = TunerOutcome()
+    ray_started: bool = False
+
+
+def plan_sweep(run: Settings) -> SweepPlan:
+    """Check the output folder and the artifact folder (mtc.preflight) and load the data; creates nothing."""
+    sweep = run.sweep
+    output_dir = sweep.output_dir / sweep.name
+    preflight.check_writable(output_dir)
+    if run.tracking.artifact_root and "://" not in run.tracking.artifact_root:
+        preflight.check_writable(Path(run.tracking.artifact_root), "artifact folder", "mlflow.artifact_root")
+    datasets = run.data.draws(range(sweep.repeats))
+    tags = {**tracking.draws_tags(datasets), **tracking.provenance_tags("python -m mtc.sweep"),
+            "mtc.method": run.method.name, "mtc.label": sweep.label, "mtc.data": run.data.name}
+    # The name is part of the key: two sweeps of the same grid under different names (two
+    # output folders, so two driver locks) must not resume into one parent run.
+    key = stable_hash(sweep.name, run.method.name, run.method.params, run.method.grid, sweep.repeats,
+                      run.data.resolved, tags[tracking.DATASET_HASH_TAG])
+    return SweepPlan(run, trial_list(run.method, sweep.repeats), datasets, output_dir, tags, key)
+
+
+def stored_parent(client, experiment_id: str, plan: SweepPlan):
+    """The sweep's parent run if the store has one (resuming), else None; creates nothing."""
+    if not plan.run.sweep.resume:
+        return None
+    existing = tracking.find_runs(client, experiment_id, **{tracking.SWEEP_KEY_TAG: plan.key})
+    return existing[0] if existing else None
+
+
+def all_trials_finished(client, experiment_id: str, parent, plan: SweepPlan) -> bool:
+    """Whether every trial of the plan has a FINISHED child run under ``parent``."""
+    if parent is None:
+        return False
+    done = {run.data.tags.get(tracking.TRIAL_KEY_TAG)
+            for run in tracking.find_runs(client, experiment_id, **{tracking.PARENT_TAG: parent.info.run_id})
+            if run.info.status == "FINISHED"}
+    return all(trial.key in done for trial in plan.trials)
+
+
+def open_sweep(plan: SweepPlan, client, experiment_id: str) -> OpenSweep:
+    """Create (or find, resuming) the parent run and prepare its children: finished trials are
+    kept, unfinished runs deleted."""
+    run = plan.run
+    parent_id = tracking.open_parent_run(client, experiment_id, plan.key, plan.name, run.resolved, plan.tags,
+                                         run.sweep.resume)
+    tracking.log_dataset_input(client, parent_id, run.data.name, plan.datasets, run.data.resolved)
+    pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, plan.trials)
+    print(f"sweep {plan.name}: {len(plan.trials)} trials ({len(finished)} already finished), "
+          f"MLflow parent run {parent_id}")
+    return OpenSweep(plan, client, experiment_id, parent_id, pending, len(finished))
+
+
+def sweep_job(opened: OpenSweep) -> SweepJob:
+    run = opened.plan.run
+    prototype = run.method.prototype(n_clusters=opened.plan.datasets[0].n_clusters)
+    return SweepJob(opened.plan.datasets, prototype, run.method.name, run.data.resolved, run.tracking.uri,
+                    opened.experiment_id, opened.parent_id, opened.plan.tags, run.tracking.readable_trial_files)
+
+
+def sweep_trainable(config, *, jobs, batches):
+    """One Ray Tune trial: a batch of seeds of one grid point of one sweep (``config["batch"]``
+    names it in ``batches``: (sweep, trials); ``jobs`` maps each sweep to its SweepJob in Ray's
+    object store). A seed whose earlier attempt FINISHED is skipped (a retried Tune trial: its
+    worker died, killed, out of memory or node lost); each other seed is fitted, then its MLflow
+    child run is created and logged in batched writes. A fit that raises gets a FAILED run (with
+    the error) and the other seeds still run; it is not retried (a seeded fit fails the same way
+    again)."""
+    import numpy as np
     import ray
     from ray import tune
 
-    client = tracking.client_for(tracking_uri)
+    sweep_id, trials = batches[config["batch"]]
+    job = ray.get(jobs[sweep_id])
+    client = tracking.client_for(job.tracking_uri)
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
-    node = {"mtc.node_id": ray.get_runtime_context().get_node_id()}
+    tags = {**job.run_tags, "mtc.node_id": ray.get_runtime_context().get_node_id()}
+    earlier = tracking.earlier_runs(client, job.experiment_id, job.parent_id, trials[0].label)
     accuracies, objectives, failed = [], [], 0
-    for trial in batches[config["batch"]]:
-        run_id, metrics = tracking.start_trial_run(client, experiment_id, parent_id, trial, {**run_tags, **node})
-        if run_id:
-            metrics = fit_and_log(client, trial.with_run(run_id), datasets[trial.seed], prototype, method, data_config,
-                                  cpus, heatmaps)
+    for trial in trials:
+        metrics = tracking.skip_or_clear(client, earlier.get(trial.key, []))
+        if metrics is None:
+            metrics = fit_and_log(client, job, trial, cpus, tags)
         if metrics is None:
             failed += 1
         else:
-            accuracies.append(metrics["acc/mean"])
+            accuracies.append(metrics.get("acc/mean", float("nan")))
             objectives.append(metrics["objective/final"])
     tune.report({"acc_mean": float(np.mean(accuracies)) if accuracies else float("nan"),
                  "objective_final": float(np.mean(objectives)) if objectives else float("nan"),
                  "seeds": len(accuracies), "failed_seeds": failed})
 
 
-def trial_params(method: str, prototype, trial: Trial, data_config: dict) -> dict:
-    """What a child run records as its params and config.json: the solver's parameters under
-    their own names (filter on ``params.alpha``), the seed, the method and the data config
-    (``data.*``)."""
-    params = {key: value for key, value in prototype.get_params().items() if key not in RESERVED_PARAMS}
-    return {**params, **trial.point, "method": method, "seed": trial.seed, "data": data_config}
-
-
-def fit_and_log(client, trial: Trial, dataset, prototype, method: str, data_config: dict, cpus: int,
-                heatmaps: bool) -> dict | None:
-    """Fit one (grid point, seed) with ``cpus`` BLAS threads and log it to its child run;
-    returns its metrics, or None when the fit or its logging raised (the run is then FAILED
-    with the error)."""
+def fit_and_log(client, job: SweepJob, trial: Trial, cpus: int, tags: dict) -> dict | None:
+    """Fit one (grid point, seed) with ``cpus`` BLAS threads, then create its child run (started
+    at the fit's start) and log it; returns its metrics, or None when the fit or its logging
+    raised (the run is then FAILED with the error)."""
     from threadpoolctl import threadpool_limits
 
     from mtc.trial import run_trial
 
+    start_ms = int(time.time() * 1000)
+    run = None
     try:
         with threadpool_limits(limits=cpus):
-            outcome = run_trial(dataset, prototype, trial)
-        tracking.log_trial(client, trial.run_id, outcome, trial_params(method, prototype, trial, data_config),
-                           dataset.task_names, heatmaps=heatmaps, convergence=False)
+            outcome = run_trial(job.datasets[trial.seed], job.prototype, trial)
+        run = tracking.create_trial_run(client, job.experiment_id, job.parent_id, trial, tags, start_ms)
+        tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome,
+                           trial_params(job.method, job.prototype, trial, job.data_config),
+                           job.datasets[trial.seed].task_names, readable=job.readable)
     except Exception as error:
-        tracking.fail_run(client, trial.run_id, error)
+        if run is None:
+            run = tracking.create_trial_run(client, job.experiment_id, job.parent_id, trial, tags, start_ms)
+        tracking.fail_run(client, run.info.run_id, error)
         return None
-    client.set_terminated(trial.run_id, "FINISHED")
+    client.set_terminated(run.info.run_id, "FINISHED")
     return outcome.metrics
 
 
@@ -148,10 +274,24 @@ def join_error(address: str, error: Exception) -> str:
             "RAY_AUTH_MODE (and token)")
 
 
-def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Trial], cpus: int, experiment_id: str,
-                      parent_id: str, run_tags: dict) -> tuple[float, int, int]:
-    """Run the trials; returns the wall seconds of the Tuner, the number of Ray Tune trials
-    (seed batches) and how many of them ended in an error (after sweep.max_failures retries)."""
+def tune_batches(opened: list[OpenSweep], slots: int) -> dict[str, tuple[str, list[Trial]]]:
+    """Every sweep's pending trials in seed batches (``sweep.seeds_per_trial``), keyed by the
+    Tune trial's name ("<sweep> <point> seeds=<first>-<last>" when several sweeps share the
+    Tuner): {name: (sweep name, trials)}."""
+    batches = {}
+    for sweep in opened:
+        settings_ = sweep.plan.run.sweep
+        size = seeds_per_trial(settings_.seeds_per_trial, len(sweep.pending), settings_.repeats, slots)
+        for name, trials in seed_batches(sweep.pending, size).items():
+            batches[f"{sweep.plan.name} {name}" if len(opened) > 1 else name] = (sweep.plan.name, trials)
+    return batches
+
+
+def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run: Settings) -> TunerOutcome:
+    """Run the pending trials of every sweep in one Ray Tune Tuner (trials of different sweeps
+    share the workers); ``run`` gives the Tune settings (CPUs per trial, concurrency,
+    retries, verbosity)."""
+    import ray
     from ray import tune
 
     from mtc.progress import ProgressLine
@@ -162,21 +302,22 @@ def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Tri
         raise InputError(f"sweep.cpus_per_trial={sweep.cpus_per_trial} but the Ray cluster has {cpus} CPU(s)")
     if sweep.max_concurrent_trials:
         slots = min(slots, sweep.max_concurrent_trials)
-    size = seeds_per_trial(sweep.seeds_per_trial, len(trials), sweep.repeats, slots)
-    batches = seed_batches(trials, size)
-    print(f"{len(trials)} trials in {len(batches)} Ray Tune trials of up to {size} seed(s), {slots} at a time")
-    trainable = tune.with_parameters(sweep_trainable, datasets=datasets, prototype=prototype, method=run.method.name,
-                                     data_config=run.data.resolved, tracking_uri=run.tracking.uri,
-                                     experiment_id=experiment_id, parent_id=parent_id, run_tags=run_tags,
-                                     batches=batches, heatmaps=run.tracking.trial_heatmaps)
+    batches = tune_batches([o for o in opened if o.pending], slots)
+    if not batches:
+        return TunerOutcome()
+    jobs = {o.plan.name: ray.put(sweep_job(o)) for o in opened if o.pending}
+    print(f"{sum(len(t) for _, t in batches.values())} trials in {len(batches)} Ray Tune trials, {slots} at a time")
+    trainable = tune.with_parameters(sweep_trainable, jobs=jobs, batches=batches)
     trainable = tune.with_resources(trainable, {"cpu": sweep.cpus_per_trial})
-    progress = None if sweep.verbose else ProgressLine({name: len(b) for name, b in batches.items()}, sweep.name)
+    progress = None if sweep.verbose else ProgressLine(
+        {key: len(trials) for key, (_, trials) in batches.items()}, name,
+        {key: owner for key, (owner, _) in batches.items()} if len(jobs) > 1 else None)
     tuner = tune.Tuner(
         trainable,
         param_space={"batch": tune.grid_search(list(batches))},
         tune_config=tune.TuneConfig(reuse_actors=True, max_concurrent_trials=sweep.max_concurrent_trials),
-        run_config=tune.RunConfig(name=sweep.name, storage_path=str(sweep.output_dir / sweep.name / "ray_results"),
-                                  verbose=sweep.verbose, callbacks=[progress] if progress else [],
+        run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=sweep.verbose,
+                                  callbacks=[progress] if progress else [],
                                   failure_config=tune.FailureConfig(max_failures=sweep.max_failures, fail_fast=False)),
     )
     # Ctrl-C raises KeyboardInterrupt here instead of Tune's own handler, which would end
@@ -191,124 +332,130 @@ def run_trials_on_ray(run: Settings, datasets: dict, prototype, trials: list[Tri
     finally:
         if progress:
             progress.close()
-    return time.perf_counter() - start, len(batches), len(results.errors)
+    return TunerOutcome(time.perf_counter() - start, len(batches), len(results.errors))
 
 
-def trial_records(client, experiment_id: str, parent_id: str) -> list[TrialRecord]:
-    return [TrialRecord(run.data.tags.get(tracking.POINT_TAG, "?"), run.data.params.get("seed", "?"), run.info.status,
-                        run.data.metrics, run.info.run_id, run.info.artifact_uri)
-            for run in tracking.find_runs(client, experiment_id, **{tracking.PARENT_TAG: parent_id})]
+def abandon(opened: OpenSweep, error: BaseException, trials_total: int) -> str:
+    """Close a sweep that its driver leaves: the unfinished child runs and the parent KILLED
+    (Ctrl-C, SIGTERM) or FAILED (an error); returns how far it got."""
+    status = "FAILED" if isinstance(error, Exception) else "KILLED"
+    reason = ("the sweep was interrupted (Ctrl-C)" if isinstance(error, KeyboardInterrupt) else
+              f"the sweep's driver stopped ({type(error).__name__}); run the same command again to resume")
+    client, parent = opened.client, opened.parent_id
+    tracking.close_unfinished(client, opened.experiment_id, parent, status, reason)
+    client.set_terminated(parent, status)
+    done = sum(r.status == "FINISHED" for r in trial_records(client, opened.experiment_id, parent))
+    return f"{done} of {trials_total} trials finished (MLflow parent run {parent}, {status})"
 
 
-def seed_labels(client, records: list[TrialRecord], task_names: list[str]) -> dict[str, list[list[np.ndarray]]]:
-    """Every finished trial's labels, by grid point (for the stability criterion)."""
-    labels: dict[str, list[list[np.ndarray]]] = {}
-    for record in records:
-        if record.status == "FINISHED":
-            labels.setdefault(record.point, []).append(
-                tracking.load_labels(client, record.run_id, record.artifact_uri, task_names))
-    return labels
+def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_started: bool = False,
+                 log: bool = True) -> SweepResult:
+    """Read the sweep's runs back, write its report (report.md, grid.csv) and, with ``log``,
+    log it to the parent run with the convergence figures of the chosen points and the
+    best-point summary, and mark the parent FINISHED."""
+    plan, client, parent_id, experiment_id = opened.plan, opened.client, opened.parent_id, opened.experiment_id
+    run, out = plan.run, plan.output_dir
+    dataset = plan.datasets[0]
+    max_failures = run.sweep.max_failures
+    tracking.close_unfinished(client, experiment_id, parent_id, "FAILED",
+                              f"the trial's Ray worker died and its retries (sweep.max_failures={max_failures}) "
+                              "ran out; see the Ray logs")
+    records = trial_records(client, experiment_id, parent_id)
+    summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
+    markdown = report_markdown(f"{run.method.name} on {run.data.name}", summaries, dataset.task_names,
+                               data_note(run.data.draw, plan.datasets))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(markdown)
+    (out / "grid.csv").write_text(grid_csv(summaries))
+    best = chosen_points(summaries)
+    if log:
+        client.log_artifact(parent_id, str(out / "report.md"))
+        client.log_artifact(parent_id, str(out / "grid.csv"))
+        for selection in ("acc", "objective"):
+            runs = {f"seed {r.seed}": (r.run_id, r.artifact_uri) for r in records
+                    if r.point == best[selection].point and r.status == "FINISHED"}
+            tracking.log_convergence_figure(client, parent_id, runs, out / f"convergence_best_by_{selection}.png",
+                                            f"{run.method.name} on {run.data.name}, {best[selection].point}")
+        tracking.log_sweep_summary(client, parent_id, best, sum(s.n_failed for s in summaries), markdown,
+                                   run.method.grid)
+        client.set_terminated(parent_id, "FINISHED")
+    return SweepResult(parent_id, str(out), summaries, best, run.tracking.uri, experiment_id, len(opened.pending),
+                       markdown, tuner, ray_started)
 
 
-def point_summaries(client, records: list[TrialRecord], task_names: list[str], same_data: bool = True):
-    """Mean and std per grid point of the runs' metrics, with the stability across seeds when
-    every seed clustered the same data (``same_data``): labels of different draws (a data
-    config with ``draw: per_seed``) label different samples, and their ARI means nothing."""
-    summaries = summarize(records)
-    return with_stability(summaries, seed_labels(client, records, task_names)) if same_data else summaries
+def reopen_finished(plan: SweepPlan, client, experiment_id: str) -> OpenSweep | None:
+    """The sweep as stored when every one of its trials already has a FINISHED run (nothing to
+    run: no Ray is needed), else None."""
+    parent = stored_parent(client, experiment_id, plan)
+    if not all_trials_finished(client, experiment_id, parent, plan):
+        return None
+    return OpenSweep(plan, client, experiment_id, parent.info.run_id, [], len(plan.trials))
 
 
-def chosen_points(summaries) -> dict:
-    """The grid point of every selection whose criterion was logged."""
-    chosen = {}
-    for selection in SELECTIONS:
-        with contextlib.suppress(ValueError):
-            chosen[selection] = best_point(summaries, selection)
-    return chosen
+def store_has_experiment(store: TrackingSettings) -> bool:
+    """Whether the store already holds the experiment (a new store or experiment holds no
+    finished sweep); asks without creating anything, so a sweep that cannot start Ray leaves
+    no store behind."""
+    if store.uri.startswith("sqlite:///") and not Path(store.uri[len("sqlite:///"):]).is_file():
+        return False
+    return tracking.client_for(store.uri).get_experiment_by_name(store.experiment) is not None
 
 
-def run_sweep(run: Settings) -> dict:
-    """Run (or resume) a sweep; returns the report's paths and best-point summaries.
+def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> SweepResult:
+    """finish_sweep, closing the sweep's runs if it fails."""
+    try:
+        return finish_sweep(opened, tuner, ray_started)
+    except BaseException as error:
+        abandon(opened, error, len(opened.plan.trials))
+        raise
+
+
+def run_sweep(run: Settings) -> SweepResult:
+    """Run (or resume) a sweep; returns its SweepResult.
 
     Before anything is created the Ray address, the output folder and the tracking store are
     checked (mtc.preflight); the data is loaded; the driver takes its locks (mtc.locks): one
-    live driver per sweep, one live sweep per SQLite store. Ray is started or joined before
-    any MLflow run is created."""
-    spec, sweep = run.method, run.sweep
-    trials = trial_list(spec, sweep.repeats)
-    output_dir = sweep.output_dir / sweep.name
+    live driver per sweep, one live sweep per SQLite store. A sweep whose trials all finished
+    is reported from the store without starting Ray. Otherwise Ray is started or joined
+    before any MLflow run is created."""
     worker_env = preflight.process_env()
     preflight.check_ray(run.ray.address)
     preflight.check_tracking(run.tracking.uri)
-    preflight.check_writable(output_dir)
-    if run.tracking.artifact_root and "://" not in run.tracking.artifact_root:
-        preflight.check_writable(Path(run.tracking.artifact_root), "artifact folder", "mlflow.artifact_root")
-    datasets = run.data.draws(range(sweep.repeats))  # seed -> dataset (one shared object unless per_seed)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with locks.driver_locks(output_dir, sweep.name, run.tracking.uri):
+    plan = plan_sweep(run)
+    plan.output_dir.mkdir(parents=True, exist_ok=True)
+    with locks.driver_locks(plan.output_dir, plan.name, run.tracking.uri):
+        stored = None
+        if store_has_experiment(run.tracking):
+            client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment,
+                                                        run.tracking.artifact_root)
+            stored = reopen_finished(plan, client, experiment_id)
+        if stored is not None:
+            parent_done = client.get_run(stored.parent_id).info.status == "FINISHED"
+            print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run "
+                  f"{stored.parent_id}; reported from the store (no Ray)")
+            result = finish_sweep(stored, log=False) if parent_done else complete(stored, TunerOutcome(), False)
+            return report_done(result)
         with ray_session(run, worker_env) as cpus:
-            return sweep_on(run, trials, datasets, output_dir, cpus)
+            client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment,
+                                                        run.tracking.artifact_root)
+            opened = open_sweep(plan, client, experiment_id)
+            try:
+                tuner = run_on_ray([opened], cpus, plan.name, plan.output_dir / "ray_results", run)
+            except KeyboardInterrupt:  # Ctrl-C: no report; the started trials' runs are closed, the parent KILLED
+                raise SweepInterrupted(f"interrupted: {abandon(opened, KeyboardInterrupt(), len(plan.trials))}; run "
+                                       "the same command again to resume: finished trials are kept, the others run "
+                                       "again") from None
+            except BaseException as error:  # an error, or SystemExit from Ray's SIGTERM handler (kill, a scheduler)
+                abandon(opened, error, len(plan.trials))
+                raise
+            return report_done(complete(opened, tuner, True))
 
 
-def sweep_on(run: Settings, trials: list[Trial], datasets: dict, output_dir, cpus: int) -> dict:
-    """The sweep once the checks passed, the locks are held and Ray is up."""
-    spec, sweep = run.method, run.sweep
-    dataset = datasets[0]
-    prototype = spec.prototype(n_clusters=dataset.n_clusters)
-    client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment, run.tracking.artifact_root)
-    tags = {**tracking.draws_tags(datasets), **tracking.provenance_tags("python -m mtc.sweep"), "mtc.method": spec.name, "mtc.label": sweep.label,
-            "mtc.data": run.data.name}
-    # The name is part of the key: two sweeps of the same grid under different names (two
-    # output folders, so two driver locks) must not resume into one parent run.
-    sweep_key = stable_hash(sweep.name, spec.name, spec.params, spec.grid, sweep.repeats, run.data.resolved,
-                            tags[tracking.DATASET_HASH_TAG])
-    parent_id = tracking.open_parent_run(client, experiment_id, sweep_key, sweep.name, run.resolved, tags, sweep.resume)
-    try:
-        tracking.log_dataset_input(client, parent_id, run.data.name, datasets, run.data.resolved)
-        pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, trials)
-        print(f"sweep {sweep.name}: {len(trials)} trials ({len(finished)} already finished), MLflow parent run {parent_id}")
-        tuner_seconds, tune_trials, tune_errors = 0.0, 0, 0
-        if pending:
-            tuner_seconds, tune_trials, tune_errors = run_trials_on_ray(run, datasets, prototype, pending, cpus,
-                                                                        experiment_id, parent_id, tags)
-        tracking.close_unfinished(client, experiment_id, parent_id, "FAILED",
-                                  f"the trial's Ray worker died and its retries (sweep.max_failures={sweep.max_failures}) "
-                                  "ran out; see the Ray logs")
-        records = trial_records(client, experiment_id, parent_id)
-        summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
-        markdown = report_markdown(f"{spec.name} on {run.data.name}", summaries, dataset.task_names,
-                                   data_note(run.data.draw, datasets))
-    except KeyboardInterrupt:  # Ctrl-C: no report; the started trials' runs are closed, the parent KILLED
-        tracking.close_unfinished(client, experiment_id, parent_id, "KILLED", "the sweep was interrupted (Ctrl-C)")
-        client.set_terminated(parent_id, "KILLED")
-        done = sum(r.status == "FINISHED" for r in trial_records(client, experiment_id, parent_id))
-        raise SweepInterrupted(f"interrupted: {done} of {len(trials)} trials finished (MLflow parent run "
-                               f"{parent_id}, KILLED); run the same command again to resume: finished trials "
-                               "are kept, the others run again") from None
-    except BaseException as error:  # an error, or SystemExit from Ray's SIGTERM handler (kill, a scheduler)
-        status = "FAILED" if isinstance(error, Exception) else "KILLED"
-        tracking.close_unfinished(client, experiment_id, parent_id, status,
-                                  f"the sweep's driver stopped ({type(error).__name__}); run the same command again "
-                                  "to resume")
-        client.set_terminated(parent_id, status)
-        raise
-    (output_dir / "report.md").write_text(markdown)
-    (output_dir / "grid.csv").write_text(grid_csv(summaries))
-    client.log_artifact(parent_id, str(output_dir / "report.md"))
-    client.log_artifact(parent_id, str(output_dir / "grid.csv"))
-    best = chosen_points(summaries)
-    for selection in ("acc", "objective"):
-        runs = {f"seed {r.seed}": r.run_id for r in records if r.point == best[selection].point and r.status == "FINISHED"}
-        tracking.log_convergence_figure(client, parent_id, runs, output_dir / f"convergence_best_by_{selection}.png",
-                                        f"{spec.name} on {run.data.name}, {best[selection].point}")
-    tracking.log_sweep_summary(client, parent_id, best, sum(s.n_failed for s in summaries), markdown, spec.grid)
-    client.set_terminated(parent_id, "FINISHED")
-    print(markdown)
-    print(f"report: {output_dir / 'report.md'}\n" + tracking.links(run.tracking.uri, experiment_id, parent_id))
-    return {"parent_run_id": parent_id, "output_dir": str(output_dir), "summaries": summaries, "best": best,
-            "tracking_uri": run.tracking.uri, "experiment_id": experiment_id,
-            "trials_run": len(pending), "tune_trials": tune_trials, "tune_errors": tune_errors,
-            "tuner_seconds": tuner_seconds}
+def report_done(result: SweepResult) -> SweepResult:
+    print(result.markdown)
+    print(f"report: {Path(result.output_dir) / 'report.md'}\n" +
+          tracking.links(result.tracking_uri, result.experiment_id, result.parent_run_id))
+    return result
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

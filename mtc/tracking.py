@@ -28,10 +28,13 @@ POINT_TAG = "mtc.point"
 DATASET_HASH_TAG = "mtc.dataset_hash"
 # MLflow 3's UI opens an experiment on its GenAI overview unless this tag says otherwise.
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
-# The objective per iteration, raw and as log10: named "objective/..." so that MLflow's
-# charts show them in one section with objective/final and objective/relative (the UI groups
-# charts by the name before "/"; a bare "objective" lands in the last section, far down).
-OBJECTIVE_TRACE, OBJECTIVE_LOG10 = "objective/trace", "objective/log10"
+# The objective per iteration as a metric: named "objective/..." so that MLflow's charts show
+# it in one section with objective/final and objective/relative (the UI groups charts by the
+# name before "/"; a bare "objective" lands in the last section, far down). Its chart has a
+# log-scale switch; every step of every trace is in the trial's artifact.
+OBJECTIVE_TRACE = "objective/trace"
+CHART_POINTS = 100  # steps of the objective trace logged as metric rows, at most (chart_steps)
+TRIAL_ARTIFACT = "trial.npz"  # one compressed file per trial: labels, every trace, matrices, config
 UI_WORKFLOW = "machine_learning"  # the UI's "Model training" mode (its default is "genai"), as a link parameter
 
 
@@ -186,9 +189,8 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, trials: list)
     """Return ([trials still to run], [finished child runs]) of a new or resumed sweep.
 
     Finished children are kept; unfinished ones (a crash or an interrupt left them
-    RUNNING/FAILED/KILLED) are deleted. No run is created here: a trial's run is created when
-    its fit starts (start_trial_run), so that the run's start time, and the duration MLflow
-    shows, are the trial's own."""
+    RUNNING/FAILED/KILLED) are deleted. No run is created here: a trial's run is created once
+    its fit is done (log_trial_run), with the fit's start as the run's start time."""
     children = find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
     finished = [run for run in children if run.info.status == "FINISHED"]
     for run in children:
@@ -198,21 +200,32 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, trials: list)
     return [trial for trial in trials if trial.key not in done], finished
 
 
-def start_trial_run(client, experiment_id: str, parent_id: str, trial, tags: dict) -> tuple[str | None, dict | None]:
-    """Create a trial's child run as its fit starts: ``(run id, None)``. A retried Ray Tune
-    trial (its worker died) finds its seeds' runs as the dead attempt left them: a FINISHED
-    one is kept, ``(None, its metrics)``; one that was started (maybe logged to) is deleted
-    and a fresh run takes its place, so that the trial still has exactly one run and no
-    metric is logged twice."""
-    earlier = find_runs(client, experiment_id, **{PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key})
+def earlier_runs(client, experiment_id: str, parent_id: str, point_label: str) -> dict[str, list]:
+    """The child runs an earlier attempt of a Ray Tune trial left for one grid point, by trial
+    key (one search per seed batch, not per seed). A retried Tune trial (its worker died) keeps
+    their FINISHED runs and replaces the others (skip_or_clear)."""
+    runs: dict[str, list] = {}
+    for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id, POINT_TAG: point_label}):
+        runs.setdefault(run.data.tags.get(TRIAL_KEY_TAG), []).append(run)
+    return runs
+
+
+def skip_or_clear(client, earlier: list) -> dict | None:
+    """A trial's runs from an earlier attempt: the metrics of a FINISHED one (the trial is
+    done), else None after deleting the others (a fit that died half-logged), so that the
+    trial still ends with exactly one run and no metric is logged twice."""
     for run in earlier:
         if run.info.status == "FINISHED":
-            return None, run.data.metrics
+            return run.data.metrics
     for run in earlier:
         client.delete_run(run.info.run_id)
-    run = client.create_run(experiment_id, run_name=trial.name,
-                            tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags})
-    return run.info.run_id, None
+    return None
+
+
+def create_trial_run(client, experiment_id: str, parent_id: str, trial, tags: dict, start_ms: int):
+    """A trial's child run, started at ``start_ms`` (its fit's start), with every tag in the one call."""
+    return client.create_run(experiment_id, start_time=start_ms, run_name=trial.name,
+                             tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags})
 
 
 def close_unfinished(client, experiment_id: str, parent_id: str, status: str, reason: str) -> int:
@@ -233,72 +246,147 @@ def log_params(client, run_id: str, params: dict) -> None:
     client.log_batch(run_id, params=[Param(k, v[:6000]) for k, v in flatten(params).items()])
 
 
-def log_trial(client, run_id: str, outcome, trial_config: dict, task_names: list[str], tags: dict | None = None,
-              heatmaps: bool = True, convergence: bool = True) -> None:
-    """Params, metrics, every trace (with step), tags, labels, config and the fit record's
-    matrices (.npy and labelled .csv per block); when ``heatmaps``, one PNG per matrix, and
-    when ``convergence``, the objective trace's PNG (a sweep draws that once per best grid
-    point instead, see log_convergence_figure: each matplotlib figure costs 0.1-0.2 s of CPU,
-    more than an MTCMRL fit on Reuters)."""
+def chart_steps(n_steps: int, points: int = CHART_POINTS) -> np.ndarray:
+    """The steps of a trace that MLflow gets as a metric: all of them up to ``points``, else
+    about ``points`` log-spaced steps, the first and the last kept (the early steps, where the
+    objective moves most, stay dense)."""
+    if n_steps <= points:
+        return np.arange(n_steps)
+    return np.unique(np.concatenate([[0], np.rint(np.geomspace(1, n_steps - 1, points - 1)).astype(int)]))
+
+
+def trial_arrays(outcome, trial_config: dict, task_names: list[str]) -> dict[str, np.ndarray]:
+    """Everything a trial learned, as the arrays of its one artifact TRIAL_ARTIFACT:
+    ``labels/<task>``, ``trace/objective`` and ``trace/<name>`` (every step), ``matrix/<stem>``
+    with ``rows/<stem>`` and ``cols/<stem>`` (the names of its rows and columns) and ``config``
+    (the trial's config as JSON)."""
+    arrays = {f"labels/{task}": labels for task, labels in zip(task_names, outcome.labels)}
+    arrays["trace/objective"] = np.asarray(outcome.objective_trace, float)
+    arrays.update({f"trace/{name}": np.asarray(values, float) for name, values in outcome.traces.items()})
+    for name, matrix in outcome.matrices.items():
+        for (i, j), block in matrix.blocks.items():
+            stem = block_stem(name, matrix.row_groups[i], matrix.col_groups[j])
+            arrays[f"matrix/{stem}"] = block
+            arrays[f"rows/{stem}"], arrays[f"cols/{stem}"] = np.array(matrix.row_names[i]), np.array(matrix.col_names[j])
+    arrays["config"] = np.array(json.dumps(trial_config, default=str))
+    return arrays
+
+
+def run_params(trial_config: dict) -> dict:
+    """A child run's params: the solver's parameters, seed and method, and the data config's
+    name only (its whole config is on the parent run and in the trial's artifact)."""
+    data = trial_config.get("data")
+    return {**{k: v for k, v in trial_config.items() if k != "data"},
+            **({"data.name": data.get("name")} if isinstance(data, dict) else {})}
+
+
+def log_trial(client, run_id: str, artifact_uri: str, outcome, trial_config: dict, task_names: list[str],
+              readable: bool = False) -> None:
+    """Log one trial in batched writes: its params and metrics (scores, fit scalars, and the
+    objective trace at CHART_POINTS log-spaced steps at most) in one ``log_batch``, and
+    everything else in one compressed artifact (trial_arrays). With ``readable`` (a single run,
+    or ``mlflow.readable_trial_files=true``), also the files a person opens one by one: config.json,
+    labels.csv, objective_trace.csv, a labelled CSV per matrix block, a heatmap PNG per matrix
+    and the convergence PNG (each figure costs 0.1-0.2 s of CPU)."""
     import mlflow.entities as entities
 
+    now = int(time.time() * 1000)
+    trace = np.asarray(outcome.objective_trace, float)
+    metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
+    metrics += [entities.Metric(OBJECTIVE_TRACE, float(trace[step]), now, int(step)) for step in chart_steps(trace.size)]
+    client.log_batch(run_id, metrics=metrics,
+                     params=[entities.Param(k, v[:6000]) for k, v in flatten(run_params(trial_config)).items()])
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez_compressed(os.path.join(tmp, TRIAL_ARTIFACT), **trial_arrays(outcome, trial_config, task_names))
+        if readable:
+            readable_files(Path(tmp), outcome, trial_config, task_names)
+        artifact_repository(client, artifact_uri).log_artifacts(tmp)
+
+
+def artifact_repository(client, artifact_uri: str):
+    """The run's artifact store, addressed by the URI its creation returned (MlflowClient's
+    log_artifact would look the run up again first); a server's ``mlflow-artifacts:/`` URI is
+    resolved against the client's tracking URI, not the process default."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    return get_artifact_repository(artifact_uri, tracking_uri=client.tracking_uri)
+
+
+def readable_files(folder: Path, outcome, trial_config: dict, task_names: list[str]) -> None:
+    """The trial's files for a person: config.json, labels.csv, objective_trace.csv, a labelled
+    CSV per matrix block, a heatmap PNG per matrix and the convergence PNG."""
     from mtc.plots import block_heatmap, convergence_plot
 
-    now = int(time.time() * 1000)
-    metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
-    for name, trace in {OBJECTIVE_TRACE: outcome.objective_trace, **readable_objective(outcome.objective_trace),
-                        **outcome.traces}.items():
-        metrics += [entities.Metric(name, float(v), now, step) for step, v in enumerate(trace)]
-    client.log_batch(
-        run_id, metrics=metrics,
-        params=[entities.Param(k, v[:6000]) for k, v in flatten(trial_config).items()],
-        tags=[entities.RunTag(k, str(v)) for k, v in (tags or {}).items()],
-    )
+    (folder / "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
+    with open(folder / "labels.csv", "w") as handle:
+        handle.write("task,sample,label\n")
+        for task, labels in zip(task_names, outcome.labels):
+            np.savetxt(handle, np.column_stack([np.arange(labels.size), labels]), fmt=f"{task},%d,%d")
+    trace = outcome.objective_trace
+    np.savetxt(folder / "objective_trace.csv", np.column_stack([np.arange(trace.size), trace]),
+               fmt=["%d", "%.10g"], delimiter=",", header="step,objective", comments="")
+    convergence_plot({f"seed {trial_config['seed']}": trace}, str(folder / "convergence.png"),
+                     f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
+    for name, matrix in outcome.matrices.items():
+        for (i, j), block in matrix.blocks.items():
+            labelled_csv(str(folder / f"{block_stem(name, matrix.row_groups[i], matrix.col_groups[j])}.csv"), block,
+                         matrix.row_names[i], matrix.col_names[j])
+        block_heatmap(matrix, str(folder / f"{name}.png"))
+
+
+def load_trial_arrays(client, run_id: str, artifact_uri: str) -> dict[str, np.ndarray] | None:
+    """A finished trial's TRIAL_ARTIFACT as a dict of arrays, read in place from a local
+    artifact store, else downloaded; None for a run logged before it existed (its labels are
+    then in labels.npz, its traces in metrics)."""
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
-        np.savez_compressed(os.path.join(tmp, "labels.npz"), **dict(zip(task_names, outcome.labels)))
-        with open(os.path.join(tmp, "labels.csv"), "w") as handle:
-            handle.write("task,sample,label\n")
-            for task, labels in zip(task_names, outcome.labels):
-                np.savetxt(handle, np.column_stack([np.arange(labels.size), labels]), fmt=f"{task},%d,%d")
-        trace = outcome.objective_trace
-        np.savetxt(os.path.join(tmp, "objective_trace.csv"), np.column_stack([np.arange(trace.size), trace]),
-                   fmt=["%d", "%.10g"], delimiter=",", header="step,objective", comments="")
-        if convergence:
-            convergence_plot({f"seed {trial_config['seed']}": outcome.objective_trace},
-                             os.path.join(tmp, "convergence.png"),
-                             f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
-        for name, matrix in outcome.matrices.items():
-            for (i, j), block in matrix.blocks.items():
-                stem = os.path.join(tmp, block_stem(name, matrix.row_groups[i], matrix.col_groups[j]))
-                np.save(f"{stem}.npy", block)
-                labelled_csv(f"{stem}.csv", block, matrix.row_names[i], matrix.col_names[j])
-            if heatmaps:
-                block_heatmap(matrix, os.path.join(tmp, f"{name}.png"))
-        client.log_artifacts(run_id, tmp)
+        path = artifact_path(client, run_id, artifact_uri, TRIAL_ARTIFACT, tmp)
+        if path is None:
+            return None
+        with np.load(path) as stored:
+            return {key: stored[key] for key in stored.files}
 
 
-def readable_objective(trace: np.ndarray) -> dict[str, np.ndarray]:
-    """The objective on a scale MLflow's linear chart shows: log10 of it when it stays
-    positive (from 1.4e5 to 318 the raw trace is flat after a few steps)."""
-    return {OBJECTIVE_LOG10: np.log10(trace)} if np.all(trace > 0) else {}
+def artifact_path(client, run_id: str, artifact_uri: str, name: str, tmp: str) -> Path | None:
+    """Where artifact ``name`` of a run can be read: in place in a local store, else downloaded
+    into ``tmp``; None when the run has no such artifact."""
+    from urllib.parse import unquote, urlparse
+
+    from mlflow.exceptions import MlflowException
+
+    if artifact_uri.startswith("file://"):
+        folder = Path(unquote(urlparse(artifact_uri).path))
+        if not folder.is_dir():
+            raise InputError(f"run {run_id}: its artifact folder {folder} is gone; if the store was moved, "
+                             "run python -m mtc.relocate beside it (README: moving a local store)")
+        return folder / name if (folder / name).is_file() else None
+    try:
+        return Path(client.download_artifacts(run_id, name, tmp))
+    except (MlflowException, OSError):
+        return None
 
 
 def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -> list[np.ndarray]:
-    """A finished trial's predicted labels per task (its labels.npz artifact), read in place
-    from a local artifact store, else downloaded."""
-    from urllib.parse import unquote, urlparse
-
+    """A finished trial's predicted labels per task (from its TRIAL_ARTIFACT, or the labels.npz
+    of a run logged before it)."""
+    arrays = load_trial_arrays(client, run_id, artifact_uri)
+    if arrays is not None:
+        return [arrays[f"labels/{name}"] for name in task_names]
     with tempfile.TemporaryDirectory() as tmp:
-        if artifact_uri.startswith("file://"):
-            path = Path(unquote(urlparse(artifact_uri).path)) / "labels.npz"
-            if not path.parent.is_dir():
-                raise InputError(f"run {run_id}: its artifact folder {path.parent} is gone; if the store was moved, "
-                                 "run python -m mtc.relocate beside it (README: moving a local store)")
-        else:
-            path = client.download_artifacts(run_id, "labels.npz", tmp)
+        path = artifact_path(client, run_id, artifact_uri, "labels.npz", tmp)
+        if path is None:
+            raise InputError(f"run {run_id} has neither {TRIAL_ARTIFACT} nor labels.npz")
         with np.load(path) as stored:
             return [stored[name] for name in task_names]
+
+
+def load_objective_trace(client, run_id: str, artifact_uri: str) -> np.ndarray:
+    """A trial's objective at every step: from its TRIAL_ARTIFACT, else (a run logged before
+    it) from the metric history."""
+    arrays = load_trial_arrays(client, run_id, artifact_uri)
+    if arrays is not None:
+        return arrays["trace/objective"]
+    history = sorted(client.get_metric_history(run_id, OBJECTIVE_TRACE), key=lambda m: m.step)
+    return np.array([m.value for m in history])
 
 
 def block_stem(name: str, row_group: str, col_group: str) -> str:
@@ -332,14 +420,12 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
     client.log_batch(parent_id, metrics=metrics, tags=tags, params=[p for p in params if p.key not in existing])
 
 
-def log_convergence_figure(client, parent_id: str, runs: dict[str, str], path: Path, title: str) -> None:
-    """One PNG of the objective trace (metric OBJECTIVE_TRACE) of every run ({label: run id}),
-    logged to the parent run."""
+def log_convergence_figure(client, parent_id: str, runs: dict[str, tuple[str, str]], path: Path, title: str) -> None:
+    """One PNG of the objective trace (every step) of every run ({label: (run id, artifact
+    URI)}), logged to the parent run."""
     from mtc.plots import convergence_plot
 
-    traces = {label: np.array([m.value for m in sorted(client.get_metric_history(run_id, OBJECTIVE_TRACE),
-                                                          key=lambda m: m.step)])
-              for label, run_id in runs.items()}
+    traces = {label: load_objective_trace(client, run_id, uri) for label, (run_id, uri) in runs.items()}
     convergence_plot(traces, str(path), title)
     client.log_artifact(parent_id, str(path))
 

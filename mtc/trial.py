@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import clone
 
-from mtc.config import Trial
+from mtc.config import RESERVED_PARAMS, Trial
 from mtc.methods.base import MultiTaskClusterer
 from mtc.metrics import METRIC_NAMES, clusters_in_class_order, score_task
 from mtc.numerics.cache import Cache
@@ -178,3 +178,10 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     namer = AxisNamer(dataset, labels)
     matrices = {name: namer.name(matrix) for name, matrix in with_reference_matrices(record.matrices, dataset).items()}
     return TrialOutcome(metrics, trace, traces, labels, matrices, bool(solver.converged_))
+
+
+def trial_params(method: str, prototype: MultiTaskClusterer, trial: Trial, data_config: dict) -> dict:
+    """What a trial records as its config: the solver's parameters under their own names
+    (filter on ``params.alpha``), the seed, the method and the data config (``data``)."""
+    params = {key: value for key, value in prototype.get_params().items() if key not in RESERVED_PARAMS}
+    return {**params, **trial.point, "method": method, "seed": trial.seed, "data": data_config}

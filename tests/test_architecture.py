@@ -13,7 +13,8 @@ from mtc import CONF_DIR
 from mtc.config import RESERVED_PARAMS, method_configs
 
 PACKAGE = Path(mtc.__file__).parent
-PLATFORM = ("config", "trial", "tracking", "plots", "report", "sweep", "run", "cli", "tasks", "record")
+PLATFORM = ("config", "trial", "tracking", "plots", "report", "results", "sweep", "reproduce", "run", "cli", "tasks",
+            "record")
 
 
 def imports(path: Path) -> set[str]:
@@ -61,6 +62,11 @@ def test_platform_modules_name_no_method(stem):
     identifiers = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     identifiers |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     assert not identifiers & {cls.__name__ for cls in method_configs().values()}
+
+
+@pytest.mark.parametrize("stem", ["compare", "run", "results", "size_curves", "report"])
+def test_reading_results_never_imports_the_ray_driver(stem):
+    assert not {name for name in imports(PACKAGE / f"{stem}.py") if name.startswith(("mtc.sweep", "mtc.progress"))}
 
 
 def test_config_imports_no_tracking_and_data_no_config():

@@ -203,13 +203,13 @@ def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
     result = compare(uri, "mtc", tmp_path / "out", benchmarks=["synthetic@10+20"], log=False)
     (sweep,) = result["comparison"].sweeps
     assert (sweep.benchmark, sweep.method) == ("synthetic@10+20", "kmeans")
-    assert sweep.run_id == " + ".join(results["kmeans", size]["parent_run_id"] for size in (10, 20))
+    assert sweep.run_id == " + ".join(results["kmeans", size].parent_run_id for size in (10, 20))
     assert sorted(sweep.trials.seed) == ["n10/0", "n10/1", "n10/2", "n20/0", "n20/1", "n20/2"]
     assert sweep.points["acc"].n_runs == 6 and "stability" not in sweep.points
     client = tracking.client_for(uri)
     experiment = client.get_experiment_by_name("mtc").experiment_id
     children = [run for size in (10, 20) for run in tracking.find_runs(
-        client, experiment, **{tracking.PARENT_TAG: results["kmeans", size]["parent_run_id"]})]
+        client, experiment, **{tracking.PARENT_TAG: results["kmeans", size].parent_run_id})]
     assert len(children) == 6
     cells = result["comparison"].cells.set_index(["task", "metric", "selection"])
     for task in ("task0", "task1", "task2"):  # the cell is the mean and std over all six runs
@@ -221,7 +221,7 @@ def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
     assert list(curves.index) == [10, 20] and set(curves.point) == {sweep.points["acc"].point}
     for size in (10, 20):
         values = [run.data.metrics["acc/mean"] for run in tracking.find_runs(
-            client, experiment, **{tracking.PARENT_TAG: results["kmeans", size]["parent_run_id"]})
+            client, experiment, **{tracking.PARENT_TAG: results["kmeans", size].parent_run_id})
             if run.data.tags[tracking.POINT_TAG] == sweep.points["acc"].point]
         assert curves.loc[size, "n"] == len(values) == 3
         assert curves.loc[size, "mean"] == pytest.approx(np.mean(values), abs=1e-12)

@@ -107,9 +107,12 @@ def test_trial_logs_task_weights_and_mmd(planted, tmp_path):
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     run = client.create_run(tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts")))
     config = {"method": "mtcfir", "params": {}, "seed": 0, "data": {"name": "planted"}}
-    tracking.log_trial(client, run.info.run_id, outcome, config, planted.task_names, convergence=False)
+    tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, config, planted.task_names,
+                       readable=True)
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {f"{stem}.{ext}" for stem in ("task_weights", "ideal_task_weights") for ext in ("npy", "csv", "png")} <= names
+    assert {f"{stem}.{ext}" for stem in ("task_weights", "ideal_task_weights") for ext in ("csv", "png")} <= names
+    arrays = tracking.load_trial_arrays(client, run.info.run_id, run.info.artifact_uri)
+    np.testing.assert_allclose(arrays["matrix/task_weights"], weights.blocks[(0, 0)])
 
 
 def test_ideal_task_relatedness_counts_shared_classes():

@@ -40,19 +40,19 @@ def sweep_config(tmp, *overrides):
 @pytest.fixture(scope="module")
 def finished_sweep(tmp_path_factory, plugin_path):
     tmp = tmp_path_factory.mktemp("sweep")
-    cfg = sweep_config(tmp)
+    cfg = sweep_config(tmp, "mlflow.readable_trial_files=true")
     result = run_sweep(settings(cfg))
-    client = tracking.client_for(result["tracking_uri"])
+    client = tracking.client_for(result.tracking_uri)
     return cfg, tmp, result, client
 
 
 def children(client, result):
-    return tracking.find_runs(client, result["experiment_id"], **{tracking.PARENT_TAG: result["parent_run_id"]})
+    return tracking.find_runs(client, result.experiment_id, **{tracking.PARENT_TAG: result.parent_run_id})
 
 
 def test_one_parent_and_one_child_per_trial(finished_sweep):
     _, _, result, client = finished_sweep
-    parent = client.get_run(result["parent_run_id"])
+    parent = client.get_run(result.parent_run_id)
     assert parent.info.status == "FINISHED"
     assert parent.data.params["method._target_"] == "toy_method.ToyClusterer" and parent.data.params["sweep.repeats"] == "2"
     runs = children(client, result)
@@ -74,37 +74,35 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     # scalars: one number, and one per task
     assert run.data.metrics["toy_score"] == 8.0
     assert (run.data.metrics["toy_mass/task0"], run.data.metrics["toy_mass/task1"]) == (0.0, 1.0)
-    # traces: the objective and a per-task trace, with steps
+    # traces: the objective as a metric with steps, every trace in trial.npz
     objective = client.get_metric_history(run_id, "objective/trace")
     assert [m.value for m in sorted(objective, key=lambda m: m.step)] == [5.0, 4.0, 3.5, 3.25]
     assert run.data.metrics["objective/final"] == 3.25
     assert run.data.metrics["objective/relative"] == 3.25 / 5.0
-    log10 = sorted(client.get_metric_history(run_id, "objective/log10"), key=lambda m: m.step)
-    assert [m.value for m in log10] == pytest.approx(np.log10([5.0, 4.0, 3.5, 3.25]))
+    arrays = tracking.load_trial_arrays(client, run_id, run.info.artifact_uri)
+    assert arrays["trace/toy_step/task1"].tolist() == [0.0, 2.0, 4.0, 6.0]
     assert 0.5 < run.data.metrics["silhouette/mean"] <= 1.0  # well-separated synthetic clusters
     trace_csv = Path(client.download_artifacts(run_id, "objective_trace.csv")).read_text().splitlines()
     assert trace_csv[:2] == ["step,objective", "0,5"]
     labels_csv = Path(client.download_artifacts(run_id, "labels.csv")).read_text().splitlines()
     assert labels_csv[0] == "task,sample,label" and len(labels_csv) == 1 + 2 * 80
-    step = sorted(client.get_metric_history(run_id, "toy_step/task1"), key=lambda m: m.step)
-    assert [(m.step, m.value) for m in step] == [(0, 0.0), (1, 2.0), (2, 4.0), (3, 6.0)]
     names = {a.path for a in client.list_artifacts(run_id)}
-    assert {"labels.npz", "config.json", "objective_trace.csv"} <= names
-    assert "convergence.png" not in names  # drawn once per best grid point, on the parent
+    assert {"trial.npz", "config.json", "objective_trace.csv"} <= names
+    assert "convergence.png" in names  # mlflow.readable_trial_files=true: every file a person opens
     # labelled matrices: one .npy/.csv per block, clusters mapped to the classes they match
-    assert {"toy_relatedness_task0__task1.csv", "toy_relatedness_task1__task0.npy", "toy_task_similarity.csv",
-            "ideal_task_weights.csv", "toy_weights_task0.csv", "toy_weights_task1.npy"} <= names
+    assert {"toy_relatedness_task0__task1.csv", "toy_task_similarity.csv",
+            "ideal_task_weights.csv", "toy_weights_task0.csv"} <= names
     lines = Path(client.download_artifacts(run_id, "toy_relatedness_task0__task1.csv")).read_text().splitlines()
     assert lines[0] == "row,shared0,shared1,task1_own0,task1_own1"
     assert [line.split(",")[0] for line in lines[1:]] == ["shared0", "shared1", "task0_own0", "task0_own1"]
-    block = np.load(client.download_artifacts(run_id, "toy_relatedness_task0__task1.npy"))
+    block = arrays["matrix/toy_relatedness_task0__task1"]
     assert block.shape == (4, 4) and set(np.unique(block)) <= {1.0, 2.0}  # shift, or shift + (1 + t)
     weights = Path(client.download_artifacts(run_id, "toy_weights_task0.csv")).read_text().splitlines()
     assert weights[0] == "row,weight" and len(weights) == 1 + 80 and weights[1].startswith("0:")
     # and one heatmap per matrix, the reference relatedness from the labels beside the task x task one
     assert {"toy_relatedness.png", "toy_task_similarity.png", "toy_weights.png", "ideal_task_weights.png"} <= names
-    labels = np.load(client.download_artifacts(run_id, "labels.npz"))
-    assert sorted(labels.files) == ["task0", "task1"] and labels["task0"].shape == (80,)
+    assert sorted(k for k in arrays if k.startswith("labels/")) == ["labels/task0", "labels/task1"]
+    assert arrays["labels/task0"].shape == (80,)
 
 
 def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
@@ -112,13 +110,13 @@ def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     failed = [r for r in children(client, result) if r.info.status == "FAILED"]
     assert len(failed) == 2
     assert all("FloatingPointError: toy failure" in r.data.tags["mtc.error"] for r in failed)
-    best = result["best"]["acc"]
+    best = result.best["acc"]
     assert best.point == "fail=False,shift=1.0" and best.n_runs == 2 and best.mean["acc/mean"] == 1.0
     report = (tmp / "outputs" / "toy-synthetic" / "report.md").read_text()
     assert "2 trial(s) failed" in report and "| task0 | 1.0000 ± 0.0000 |" in report
-    parent_artifacts = {a.path for a in client.list_artifacts(result["parent_run_id"])}
+    parent_artifacts = {a.path for a in client.list_artifacts(result.parent_run_id)}
     assert {"report.md", "grid.csv", "convergence_best_by_acc.png", "convergence_best_by_objective.png"} <= parent_artifacts
-    parent = client.get_run(result["parent_run_id"])
+    parent = client.get_run(result.parent_run_id)
     assert parent.data.metrics["best_by_acc/acc/mean"] == 1.0
     assert parent.data.tags["mlflow.note.content"] == report  # the run's description is the report
     assert parent.data.params["swept.shift"] == "[1.0]" and parent.data.params["swept.fail"] == "[false, true]"
@@ -127,7 +125,7 @@ def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     assert dataset.dataset.name == "synthetic" and dataset.dataset.digest == \
         parent.data.tags[tracking.DATASET_HASH_TAG][:36]
     assert json.loads(dataset.dataset.profile)["tasks"]["task0"]["samples"] == 80
-    experiment = client.get_experiment(result["experiment_id"])
+    experiment = client.get_experiment(result.experiment_id)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on the runs
     assert parent.data.metrics["best_by_stability/stability/mean"] == 1.0  # k-means on separated clusters
 
@@ -136,7 +134,7 @@ def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):
     cfg, _, result, client = finished_sweep
     before = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children(client, result)}
     again = run_sweep(settings(cfg))
-    assert again["parent_run_id"] == result["parent_run_id"]
+    assert again.parent_run_id == result.parent_run_id
     after = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children(client, result)}
     assert sorted(after) == sorted(before)  # still exactly one child run per trial
     for key in ("fail=False,shift=1.0|seed=0", "fail=False,shift=1.0|seed=1"):
@@ -147,16 +145,16 @@ def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):
 
 def test_seeds_of_a_grid_point_can_share_one_tune_trial(tmp_path, plugin_path):
     result = run_sweep(settings(sweep_config(tmp_path, "sweep.seeds_per_trial=2")))
-    assert result["trials_run"] == 4 and result["tune_trials"] == 2  # one Tune trial per grid point
-    assert result["tune_errors"] == 0  # a failing fit is recorded on its run, not retried; no trainable error
-    client = tracking.client_for(result["tracking_uri"])
+    assert result.trials_run == 4 and result.tuner.tune_trials == 2  # one Tune trial per grid point
+    assert result.tuner.tune_errors == 0  # a failing fit is recorded on its run, not retried; no trainable error
+    client = tracking.client_for(result.tracking_uri)
     runs = {r.data.tags[tracking.TRIAL_KEY_TAG]: r for r in children(client, result)}
     assert len(runs) == 4  # still one MLflow child run per (grid point, seed)
     for seed in (0, 1):
         assert runs[f"fail=False,shift=1.0|seed={seed}"].info.status == "FINISHED"
         failed = runs[f"fail=True,shift=1.0|seed={seed}"]
         assert failed.info.status == "FAILED" and "toy failure" in failed.data.tags["mtc.error"]
-    assert result["best"]["acc"].n_runs == 2 and result["best"]["acc"].mean["acc/mean"] == 1.0
+    assert result.best["acc"].n_runs == 2 and result.best["acc"].mean["acc/mean"] == 1.0
 
 
 def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once(tmp_path, plugin_path):
@@ -167,8 +165,8 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
                        "sweep.seeds_per_trial=3", f"++method.params.die_once={died}")
     result = run_sweep(settings(cfg))
     assert died.exists()  # one worker was SIGKILLed inside a fit
-    assert result["tune_errors"] == 0
-    client = tracking.client_for(result["tracking_uri"])
+    assert result.tuner.tune_errors == 0
+    client = tracking.client_for(result.tracking_uri)
     runs = children(client, result)
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in runs]
     assert len(keys) == 6 and len(set(keys)) == 6  # one run per (grid point, seed)
@@ -177,12 +175,33 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
         seeds = sorted((r for r in runs if r.data.tags[tracking.POINT_TAG] == point), key=lambda r: r.info.start_time)
         assert all(later.info.start_time >= earlier.info.end_time  # its Tune trial, each run created as its fit
                    for earlier, later in zip(seeds, seeds[1:]))    # starts: MLflow's duration is the trial's own
-    replaced = client.search_runs([result["experiment_id"]], run_view_type=ViewType.DELETED_ONLY)
-    assert len(replaced) == 1  # the killed seed's half-started run, replaced by a fresh one
-    assert replaced[0].data.tags[tracking.TRIAL_KEY_TAG] in keys
-    assert all(s.n_runs == 3 and s.n_failed == 0 for s in result["summaries"])  # every seed counted once
+    replaced = client.search_runs([result.experiment_id], run_view_type=ViewType.DELETED_ONLY)
+    assert replaced == []  # a run is created once its fit is done: the killed fit left none to replace
+    assert all(s.n_runs == 3 and s.n_failed == 0 for s in result.summaries)  # every seed counted once
     for run in runs:  # the trace was logged once: 4 steps, not 8
         assert len(client.get_metric_history(run.info.run_id, "objective/trace")) == 4
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"trial.npz"}  # compact by default
+
+
+def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_path, plugin_path, monkeypatch):
+    import ray
+
+    from mtc import sweep
+
+    cfg = sweep_config(tmp_path, "++method.grid.fail=[false]")
+    first = run_sweep(settings(cfg))
+    assert first.ray_started and not ray.is_initialized()
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started for a finished sweep")
+
+    monkeypatch.setattr(sweep, "ray_session", no_ray)
+    again = run_sweep(settings(cfg))
+    assert not again.ray_started and again.trials_run == 0 and again.parent_run_id == first.parent_run_id
+    assert again.markdown == first.markdown and [s.mean for s in again.summaries] == [s.mean for s in first.summaries]
+    client = tracking.client_for(first.tracking_uri)
+    assert client.get_run(first.parent_run_id).info.status == "FINISHED"
+    assert len(children(client, first)) == 2
 
 
 def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
@@ -194,8 +213,8 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
         "sweep.repeats=3", "+data.draw=per_seed", "data.params.n_tasks=2", "data.params.samples_per_cluster=10"])
     run = settings(cfg)
     result = run_sweep(run)
-    client = tracking.client_for(result["tracking_uri"])
-    parent = client.get_run(result["parent_run_id"])
+    client = tracking.client_for(result.tracking_uri)
+    parent = client.get_run(result.parent_run_id)
     assert parent.data.tags["mtc.data_draws"] == "3"
     runs = {int(r.data.params["seed"]): r for r in children(client, result)}
     assert sorted(runs) == [0, 1, 2]
@@ -206,15 +225,15 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
         assert child.data.metrics["n_samples/task1"] == 40
         finals.append(child.data.metrics["objective/final"])
     assert len(set(finals)) == 3
-    report = (Path(result["output_dir"]) / "report.md").read_text()
+    report = (Path(result.output_dir) / "report.md").read_text()
     assert "samples per task: task0 40, task1 40; a fresh random draw per seed (3 draws), means over draws" in report
     # labels of different draws label different samples: no stability criterion, said in the report and by compare
-    assert not any("stability/mean" in s.mean for s in result["summaries"])
+    assert not any("stability/mean" in s.mean for s in result.summaries)
     assert "no stability criterion" in report and "best_by_stability/stability/mean" not in parent.data.metrics
     assert "mtc.best_by_silhouette" in parent.data.tags  # the other label-free criteria stay
     from mtc.compare import compare
 
-    compared = compare(result["tracking_uri"], "mtc", tmp_path / "compare", log=False)
+    compared = compare(result.tracking_uri, "mtc", tmp_path / "compare", log=False)
     (sweep,) = compared["comparison"].sweeps
     assert "stability" not in sweep.points and "silhouette" in sweep.points
     assert any(note.startswith("no stability point for 1 sweep(s) whose seeds each cluster their own draw")
@@ -233,7 +252,7 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
 
     _, tmp, result, _ = finished_sweep
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", result["tracking_uri"],
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", result.tracking_uri,
                                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                               env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
@@ -247,13 +266,13 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
 
     try:
         wait_for_port(port, 120)
-        experiment = get("/api/2.0/mlflow/experiments/get", experiment_id=result["experiment_id"])["experiment"]
+        experiment = get("/api/2.0/mlflow/experiments/get", experiment_id=result.experiment_id)["experiment"]
         assert {"key": "mlflow.experimentKind", "value": "custom_model_development"} in experiment["tags"]
-        parent = get("/api/2.0/mlflow/runs/get", run_id=result["parent_run_id"])["run"]
+        parent = get("/api/2.0/mlflow/runs/get", run_id=result.parent_run_id)["run"]
         tags = {t["key"]: t["value"] for t in parent["data"]["tags"]}
         assert tags["mlflow.note.content"].startswith("# toy on synthetic")  # the description: the report
         assert {p["key"]: p["value"] for p in parent["data"]["params"]}["swept.shift"] == "[1.0]"
-        child = next(r for r in children(tracking.client_for(result["tracking_uri"]), result)
+        child = next(r for r in children(tracking.client_for(result.tracking_uri), result)
                      if r.info.status == "FINISHED")
         run = get("/api/2.0/mlflow/runs/get", run_id=child.info.run_id)["run"]
         assert len(run["info"]["run_name"]) <= 24  # whole in the runs table's name column
@@ -261,10 +280,10 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
         assert {"shift", "fail", "seed", "method", "data.name"} <= params and not any(p.startswith("params.")
                                                                                         for p in params)
         metrics = {m["key"] for m in run["data"]["metrics"]}
-        assert {"acc/mean", "acc/task0", "silhouette/mean", "objective/relative", "objective/log10"} <= metrics
+        assert {"acc/mean", "acc/task0", "silhouette/mean", "objective/relative", "objective/trace"} <= metrics
         search = urllib.request.Request(  # the runs table's search box: metrics.`acc/mean` > 0.5, as documented
             f"{base}/api/2.0/mlflow/runs/search", method="POST", headers={"Content-Type": "application/json"},
-            data=json.dumps({"experiment_ids": [result["experiment_id"]], "max_results": 50,
+            data=json.dumps({"experiment_ids": [result.experiment_id], "max_results": 50,
                              "filter": "metrics.`acc/mean` > 0.5"}).encode())
         with urllib.request.urlopen(search, timeout=30) as response:
             found = json.loads(response.read())["runs"]
@@ -279,5 +298,5 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
 def test_the_same_grid_under_another_sweep_name_is_a_sweep_of_its_own(finished_sweep):
     _, tmp, result, client = finished_sweep
     other = run_sweep(settings(sweep_config(tmp, "sweep.name=another")))
-    assert other["parent_run_id"] != result["parent_run_id"] and other["trials_run"] == 4  # not resumed into it
+    assert other.parent_run_id != result.parent_run_id and other.trials_run == 4  # not resumed into it
     assert len(children(client, result)) == 4 and len(children(client, other)) == 4

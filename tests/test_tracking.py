@@ -1,3 +1,4 @@
+import json
 import time
 
 import numpy as np
@@ -9,83 +10,108 @@ from mtc.methods import MTCMRL
 from mtc.trial import run_trial
 
 
-def logged_artifacts(tmp_path, **plots):
+def logged_artifacts(tmp_path, readable):
     dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)
     outcome = run_trial(dataset, MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5), Trial({}, 0))
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
-    run = client.create_run(experiment)
-    config = {"alpha": 1.0, "method": "mtcmrl", "seed": 0, "data": {"name": "synthetic"}}
-    tracking.log_trial(client, run.info.run_id, outcome, config, dataset.task_names, {"mtc.node_id": "n1"}, **plots)
+    run = client.create_run(experiment, tags={"mtc.node_id": "n1"})
+    config = {"alpha": 1.0, "method": "mtcmrl", "seed": 0, "data": {"name": "synthetic", "params": {"n_tasks": 2}}}
+    tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, config, dataset.task_names,
+                       readable=readable)
     logged = client.get_run(run.info.run_id)
     assert logged.data.tags["mtc.node_id"] == "n1" and logged.data.params["alpha"] == "1.0"
-    history = client.get_metric_history(run.info.run_id, "w_norm/task1")
-    assert [m.step for m in history] == list(range(len(outcome.objective_trace)))
+    assert logged.data.params["data.name"] == "synthetic" and "data.params.n_tasks" not in logged.data.params
+    arrays = tracking.load_trial_arrays(client, run.info.run_id, run.info.artifact_uri)
+    np.testing.assert_array_equal(arrays["trace/objective"], outcome.objective_trace)
+    np.testing.assert_array_equal(arrays["trace/w_norm/task1"], outcome.traces["w_norm/task1"])
     G = outcome.matrices["G"]
-    g = np.load(client.download_artifacts(run.info.run_id, "G_task0__task1.npy"))
-    np.testing.assert_allclose(g, G.blocks[(0, 1)])
-    header = open(client.download_artifacts(run.info.run_id, "G_task0__task1.csv")).readline().strip()
+    np.testing.assert_allclose(arrays["matrix/G_task0__task1"], G.blocks[(0, 1)])
+    assert arrays["cols/G_task0__task1"].tolist() == G.col_names[1]
+    assert json.loads(str(arrays["config"])) == config
+    labels = tracking.load_labels(client, run.info.run_id, run.info.artifact_uri, dataset.task_names)
+    assert all((a == b).all() for a, b in zip(labels, outcome.labels))
+    return {a.path for a in client.list_artifacts(run.info.run_id)}, client, run.info.run_id, G
+
+
+def test_a_trial_is_one_artifact_and_its_readable_files_on_request(tmp_path):
+    assert logged_artifacts(tmp_path / "compact", readable=False)[0] == {"trial.npz"}
+    names, client, run_id, G = logged_artifacts(tmp_path / "readable", readable=True)
+    assert {"trial.npz", "labels.csv", "config.json", "objective_trace.csv", "convergence.png", "G.png",
+            "G_task1__task0.csv"} <= names
+    header = open(client.download_artifacts(run_id, "G_task0__task1.csv")).readline().strip()
     assert header == "row," + ",".join(G.col_names[1])
-    return {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
-def test_trial_artifacts_with_plots(tmp_path):
-    names = logged_artifacts(tmp_path)
-    assert {"labels.npz", "config.json", "objective_trace.csv", "convergence.png", "G.png",
-            "G_task0__task1.npy", "G_task1__task0.csv"} <= names
+def test_the_metric_trace_keeps_first_and_last_log_spaced_and_the_artifact_every_step(tmp_path):
+    """A long trace is stored once in full (trial.npz) and as at most CHART_POINTS metric rows,
+    its first and last steps kept, dense at the start; both read back through MLflow's client."""
+    from types import SimpleNamespace
 
-
-def test_trial_plots_can_be_switched_off(tmp_path):
-    names = logged_artifacts(tmp_path, heatmaps=False, convergence=False)
-    assert "convergence.png" not in names and "G.png" not in names
-    assert {"labels.npz", "G_task0__task1.npy"} <= names
+    steps = tracking.chart_steps(1000)
+    assert steps[0] == 0 and steps[-1] == 999 and len(steps) <= tracking.CHART_POINTS
+    assert list(steps[:10]) == list(range(10)) and np.all(np.diff(steps) > 0)
+    assert list(tracking.chart_steps(7)) == list(range(7))
+    trace = 1.0 / np.arange(1, 1001)
+    outcome = SimpleNamespace(objective_trace=trace, traces={"x/task0": np.arange(1000.0)},
+                              labels=[np.array([0, 1])], matrices={}, metrics={"objective/final": trace[-1]})
+    client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
+    run = client.create_run(experiment)
+    tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, {"seed": 0, "method": "m"}, ["task0"])
+    history = sorted(client.get_metric_history(run.info.run_id, tracking.OBJECTIVE_TRACE), key=lambda m: m.step)
+    assert [m.step for m in history] == list(steps)
+    assert history[0].value == trace[0] and history[-1].value == trace[-1]
+    assert client.get_metric_history(run.info.run_id, "x/task0") == []  # diagnostics: the artifact only
+    stored = np.load(client.download_artifacts(run.info.run_id, "trial.npz"))
+    np.testing.assert_array_equal(stored["trace/objective"], trace)
+    np.testing.assert_array_equal(stored["trace/x/task0"], np.arange(1000.0))
+    np.testing.assert_array_equal(tracking.load_objective_trace(client, run.info.run_id, run.info.artifact_uri), trace)
 
 
 def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tmp_path):
-    from mtc.sweep import fit_and_log
+    from mtc.sweep import SweepJob, fit_and_log
 
     (tmp_path / "a-file").write_text("not a folder")
     dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "a-file" / "artifacts"))
-    run_id = client.create_run(experiment).info.run_id
+    parent = client.create_run(experiment).info.run_id
     prototype = MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5)
-    metrics = fit_and_log(client, Trial({}, 0, run_id), dataset, prototype, "mtcmrl", {"name": "synthetic"}, 1,
-                          heatmaps=False)
-    assert metrics is None
-    run = client.get_run(run_id)
+    job = SweepJob({0: dataset}, prototype, "mtcmrl", {"name": "synthetic"}, "", experiment, parent, {}, False)
+    assert fit_and_log(client, job, Trial({}, 0), 1, {}) is None
+    [run] = tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent})
     assert run.info.status == "FAILED"  # not left RUNNING by a second failure in the failure path
     assert run.data.tags["mtc.error"].split(":")[0] in ("NotADirectoryError", "FileExistsError", "OSError")
     assert run.data.tags["mtc.error_txt"].startswith("not written: ")
 
 
-def test_a_trial_run_is_created_as_its_fit_starts_and_a_retry_keeps_finished_runs_and_replaces_started_ones(tmp_path):
+def test_a_trial_run_is_created_after_its_fit_and_a_retry_keeps_finished_runs_and_replaces_others(tmp_path):
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
     parent = client.create_run(experiment).info.run_id
     trial = Trial({"a": 1}, 0)
     pending, finished = tracking.prepare_child_runs(client, experiment, parent, [trial])
     assert pending == [trial] and finished == []
-    assert [r.info.run_id for r in tracking.find_runs(client, experiment)] == [parent]  # no run before the fit starts
-    before = int(time.time() * 1000)
-    run_id, metrics = tracking.start_trial_run(client, experiment, parent, trial, {"x": "y"})
+    assert [r.info.run_id for r in tracking.find_runs(client, experiment)] == [parent]  # no run before the fit
+    start = int(time.time() * 1000) - 5000  # the fit started 5 s ago
+    run = tracking.create_trial_run(client, experiment, parent, trial, {"x": "y"}, start)
+    run_id = run.info.run_id
     run = client.get_run(run_id)
-    assert metrics is None and run.info.status == "RUNNING" and run.info.start_time >= before  # the trial's own time
+    assert run.info.status == "RUNNING" and run.info.start_time == start  # the trial's own time
     assert run.info.run_name == trial.name and run.data.tags["x"] == "y"
     assert run.data.tags[tracking.PARENT_TAG] == parent and run.data.tags[tracking.TRIAL_KEY_TAG] == trial.key
     client.log_metric(run_id, "objective", 3.0, step=0)  # then the worker died
-    fresh, metrics = tracking.start_trial_run(client, experiment, parent, trial, {"x": "y"})  # the retry
-    assert fresh != run_id and metrics is None
-    old, new = client.get_run(run_id), client.get_run(fresh)
-    assert old.info.lifecycle_stage == "deleted"
-    assert new.info.run_name == old.info.run_name and new.data.metrics == {}
-    assert {k: v for k, v in new.data.tags.items() if not k.startswith("mlflow.") or k == tracking.PARENT_TAG} == \
-        {k: v for k, v in old.data.tags.items() if not k.startswith("mlflow.") or k == tracking.PARENT_TAG}
+    earlier = tracking.earlier_runs(client, experiment, parent, trial.label)
+    assert tracking.skip_or_clear(client, earlier[trial.key]) is None  # the retry: the half-logged run goes
+    assert client.get_run(run_id).info.lifecycle_stage == "deleted"
+    fresh = tracking.create_trial_run(client, experiment, parent, trial, {"x": "y"}, start).info.run_id
     client.log_metric(fresh, "acc/mean", 1.0)
     client.set_terminated(fresh, "FINISHED")
-    assert tracking.start_trial_run(client, experiment, parent, trial, {}) == (None, {"acc/mean": 1.0})  # kept
+    earlier = tracking.earlier_runs(client, experiment, parent, trial.label)
+    assert tracking.skip_or_clear(client, earlier[trial.key]) == {"acc/mean": 1.0}  # kept
     other = Trial({"a": 2}, 0)
-    started, _ = tracking.start_trial_run(client, experiment, parent, other, {})  # then the driver died
+    started = tracking.create_trial_run(client, experiment, parent, other, {}, start).info.run_id  # driver died
     pending, finished = tracking.prepare_child_runs(client, experiment, parent, [trial, other])  # resumed
     assert pending == [other] and [r.info.run_id for r in finished] == [fresh]
     assert client.get_run(started).info.lifecycle_stage == "deleted"
