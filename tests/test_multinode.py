@@ -53,8 +53,8 @@ def test_sweep_spreads_over_two_nodes_with_one_child_run_per_trial(two_node_clus
         "sweep.verbose=0", "method=kmeans", "++method.grid.n_init=[1,2,3]", "sweep.repeats=4",
     ])
     result = run_sweep(settings(cfg))
-    client = tracking.client_for(result["tracking_uri"])
-    runs = tracking.find_runs(client, result["experiment_id"], **{tracking.PARENT_TAG: result["parent_run_id"]})
+    client = tracking.client_for(result.tracking_uri)
+    runs = tracking.find_runs(client, result.experiment_id, **{tracking.PARENT_TAG: result.parent_run_id})
     keys = [run.data.tags[tracking.TRIAL_KEY_TAG] for run in runs]
     assert len(keys) == 12 and len(set(keys)) == 12
     assert all(run.info.status == "FINISHED" for run in runs)
@@ -118,16 +118,16 @@ def test_cluster_sweep_against_a_tracking_server_on_postgresql(two_node_cluster,
     cfg = compose_config([
         f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", f"ray.address={two_node_cluster}",
         "sweep.verbose=0", "method=mtcmrl", "++method.grid.lambda_=[0.5,1.0,2.0]", "++method.grid.alpha=[1.0]",
-        "sweep.repeats=4", "data.params.samples_per_cluster=15",
+        "sweep.repeats=4", "data.params.samples_per_cluster=15", "mlflow.readable_trial_files=true",
     ])
     result = run_sweep(settings(cfg))
     client = tracking.client_for(uri)
-    runs = tracking.find_runs(client, result["experiment_id"], **{tracking.PARENT_TAG: result["parent_run_id"]})
+    runs = tracking.find_runs(client, result.experiment_id, **{tracking.PARENT_TAG: result.parent_run_id})
     keys = [run.data.tags[tracking.TRIAL_KEY_TAG] for run in runs]
     assert len(keys) == 12 and len(set(keys)) == 12 and all(run.info.status == "FINISHED" for run in runs)
     nodes = {run.data.tags["mtc.node_id"] for run in runs}
     assert len(nodes) == 2, f"trials ran on {len(nodes)} node(s)"
-    every = client.search_runs([result["experiment_id"]])
+    every = client.search_runs([result.experiment_id])
     assert every and all(run.info.artifact_uri.startswith("mlflow-artifacts:/") for run in every)  # no file://
 
     connection = psycopg2.connect(host="127.0.0.1", port=tracking_server.db_port, user="mtc", dbname="mlflow")
@@ -135,7 +135,7 @@ def test_cluster_sweep_against_a_tracking_server_on_postgresql(two_node_cluster,
         with connection.cursor() as cursor:  # the rows are really in PostgreSQL
             cursor.execute("SELECT count(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
                            "WHERE t.key = 'mlflow.parentRunId' AND t.value = %s AND r.status = 'FINISHED'",
-                           (result["parent_run_id"],))
+                           (result.parent_run_id,))
             assert cursor.fetchone()[0] == 12
     finally:
         connection.close()
@@ -151,6 +151,34 @@ def test_cluster_sweep_against_a_tracking_server_on_postgresql(two_node_cluster,
     finally:
         ray.shutdown()
     assert node == other and all(size > 0 for size in sizes.values())
+
+
+def test_a_study_on_the_cluster_against_the_server(two_node_cluster, tracking_server, tmp_path, monkeypatch):
+    """tests/studies/tiny.yaml (two methods x two benchmarks) in one driver across both nodes,
+    logged to the PostgreSQL-backed server, then compared from it; run again, it starts no Ray."""
+    from mtc import reproduce, sweep
+
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
+    uri = tracking_server.tracking_uri
+    study = reproduce.load_study(str(Path(__file__).parent / "studies" / "tiny.yaml"))
+    overrides = [f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", f"ray.address={two_node_cluster}",
+                 "mlflow.experiment=study"]
+    outcome = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
+    assert outcome["ray_started"] and len(outcome["ran"]) == 4
+    client = tracking.client_for(uri)
+    experiment = client.get_experiment_by_name("study").experiment_id
+    runs = client.search_runs([experiment], max_results=1000)
+    parents = [r for r in runs if tracking.SWEEP_KEY_TAG in r.data.tags]
+    children = [r for r in runs if tracking.PARENT_TAG in r.data.tags]
+    assert len(parents) == 4 and {r.info.status for r in parents} == {"FINISHED"}
+    keys = [(r.data.tags[tracking.PARENT_TAG], r.data.tags[tracking.TRIAL_KEY_TAG]) for r in children]
+    assert len(keys) == 24 == len(set(keys)) and {r.info.status for r in children} == {"FINISHED"}
+    assert len({r.data.tags["mtc.node_id"] for r in children}) == 2  # both nodes' workers took trials
+    assert (tmp_path / "compare_tiny" / "cells.csv").is_file()
+    monkeypatch.setattr(sweep, "ray_session", lambda *a, **k: pytest.fail("Ray started for a finished study"))
+    again = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
+    assert not again["ray_started"] and len(again["finished"]) == 4
 
 
 def server_env(extra: dict | None = None) -> dict:

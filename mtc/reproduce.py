@@ -1,0 +1,318 @@
+"""A paper's whole evidence in one command: ``python -m mtc.reproduce <study>``.
+
+A study (``conf/study/<name>.yaml``, or the path of such a file) names a set of sweeps and the
+comparisons they feed::
+
+    include: [other_study]            # its sweeps and compares too
+    sweeps:                           # each entry: methods x data x sizes
+      - methods: [kmeans, snmf]
+        data: [reuters]
+        experiment: null              # +experiment=<name>
+        sizes: []                     # one sweep per data.params.samples_per_task
+        label: null                   # sweep.label
+        overrides: []                 # any other Hydra overrides
+    compare:
+      - out: docs/results/compare_reuters
+        benchmarks: [reuters]
+        methods: []
+        metric: acc
+
+One driver runs it: every sweep is planned (config checked, data loaded) before anything
+starts; the sweeps whose trials all finished are not touched; the others share one Ray
+session (local, or ``ray.address=`` a cluster) and one Ray Tune run, so trials of different
+sweeps keep every worker busy; each sweep is then reported as ``python -m mtc.sweep`` would,
+and ``python -m mtc.compare`` writes each compare folder. An interrupted study (Ctrl-C,
+SIGTERM) closes its runs KILLED and the same command resumes it; a finished study run again
+starts no Ray and regenerates nothing (``--compare`` regenerates the folders anyway).
+Overrides after the study name (``mlflow.tracking_uri=...``, ``ray.address=...``,
+``output_dir=...``, ``sweep.max_concurrent_trials=...``) apply to every sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from mtc import CONF_DIR, locks, preflight, tracking
+from mtc.cli import compose_config, fail
+from mtc.config import settings
+from mtc.errors import InputError
+
+STUDY_DIR = CONF_DIR / "study"
+SWEEP_KEYS = {"methods", "data", "experiment", "sizes", "label", "overrides"}
+COMPARE_KEYS = {"out", "benchmarks", "methods", "metric"}
+DRIVER_SETTINGS = ["sweep.verbose=0"]  # the study draws one progress line for all its sweeps
+
+
+@dataclass(frozen=True)
+class CompareSpec:
+    """One ``python -m mtc.compare`` of a study: its folder, benchmarks, methods and metric."""
+
+    out: str
+    benchmarks: tuple[str, ...]
+    methods: tuple[str, ...] = ()
+    metric: str = "acc"
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study's sweeps (each as its Hydra overrides, in order, without duplicates) and compares."""
+
+    name: str
+    sweeps: tuple[tuple[str, ...], ...]
+    compares: tuple[CompareSpec, ...]
+
+
+def study_path(name: str) -> Path:
+    """conf/study/<name>.yaml, or ``name`` itself when it is a YAML file."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path
+    path = STUDY_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in STUDY_DIR.glob("*.yaml")))
+        raise InputError(f"unknown study {name!r}; available: {known} (or the path of a study YAML)")
+    return path
+
+
+def sweep_overrides(entry: dict, where: str) -> list[tuple[str, ...]]:
+    """One sweeps entry as the Hydra overrides of each sweep: methods x data x sizes."""
+    unknown = set(entry) - SWEEP_KEYS
+    if unknown or not entry.get("methods") or not entry.get("data"):
+        raise InputError(f"{where}: a sweeps entry needs methods and data and takes only {sorted(SWEEP_KEYS)}; "
+                         f"got {sorted(entry)}")
+    tail = [*([f"sweep.label={entry['label']}"] if entry.get("label") else []), *(entry.get("overrides") or [])]
+    sweeps = []
+    for method in entry["methods"]:
+        for data in entry["data"]:
+            for size in entry.get("sizes") or [None]:
+                sweeps.append((f"method={method}", f"data={data}",
+                               *([f"+experiment={entry['experiment']}"] if entry.get("experiment") else []),
+                               *([f"data.params.samples_per_task={size}"] if size is not None else []), *tail))
+    return sweeps
+
+
+def compare_spec(entry: dict, where: str) -> CompareSpec:
+    unknown = set(entry) - COMPARE_KEYS
+    if unknown or not entry.get("out") or not entry.get("benchmarks"):
+        raise InputError(f"{where}: a compare entry needs out and benchmarks and takes only {sorted(COMPARE_KEYS)}; "
+                         f"got {sorted(entry)}")
+    return CompareSpec(entry["out"], tuple(entry["benchmarks"]), tuple(entry.get("methods") or ()),
+                       entry.get("metric") or "acc")
+
+
+def load_study(name: str, seen: tuple[str, ...] = ()) -> Study:
+    """The study and, first, every study it includes (each sweep and compare once)."""
+    path = study_path(name)
+    if path.stem in seen:
+        raise InputError(f"study {path.stem!r} includes itself ({' -> '.join([*seen, path.stem])})")
+    config = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    sweeps, compares = [], []
+    for included in config.get("include") or []:
+        inner = load_study(included, (*seen, path.stem))
+        sweeps += inner.sweeps
+        compares += inner.compares
+    for i, entry in enumerate(config.get("sweeps") or []):
+        sweeps += sweep_overrides(entry, f"{path}: sweeps[{i}]")
+    compares += [compare_spec(entry, f"{path}: compare[{i}]") for i, entry in enumerate(config.get("compare") or [])]
+    return Study(path.stem, tuple(dict.fromkeys(sweeps)), tuple(dict.fromkeys(compares)))
+
+
+def selected(run, only: list[str]) -> bool:
+    """Whether ``--only`` keeps a sweep: a token equal to its method, label, data or name."""
+    return not only or bool({run.method.name, run.sweep.label, run.data.name, run.sweep.name} & set(only))
+
+
+def plan_study(study: Study, overrides: list[str], only: list[str]) -> list:
+    """Every selected sweep's SweepPlan (config checked, data loaded), one per sweep name."""
+    from mtc.sweep import plan_sweep
+
+    runs, names = [], {}
+    for sweep in study.sweeps:
+        run = settings(compose_config([*sweep, *overrides, *DRIVER_SETTINGS]))
+        if run.sweep.name in names:  # the same sweep listed twice (two papers share it) runs once
+            if names[run.sweep.name][1] != run.resolved:
+                raise InputError(f"study {study.name!r}: two different sweeps are named {run.sweep.name!r} "
+                                 f"({' '.join(names[run.sweep.name][0])} / {' '.join(sweep)}); give one a sweep.name")
+            continue
+        names[run.sweep.name] = (sweep, run.resolved)
+        if selected(run, only):
+            runs.append(run)
+    if not runs:
+        raise InputError(f"study {study.name!r}: no sweep matches --only {' '.join(only)}")
+    return [plan_sweep(run) for run in runs]
+
+
+def finished_counts(plans: list) -> dict[str, int]:
+    """How many of each sweep's trials have a FINISHED run in the store (0 without a store)."""
+    uri, experiment = plans[0].run.tracking.uri, plans[0].run.tracking.experiment
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
+        return {plan.name: 0 for plan in plans}
+    client = tracking.client_for(uri)
+    found = client.get_experiment_by_name(experiment)
+    counts = {}
+    for plan in plans:
+        from mtc.sweep import stored_parent
+
+        parent = stored_parent(client, found.experiment_id, plan) if found else None
+        done = set() if parent is None else {
+            run.data.tags.get(tracking.TRIAL_KEY_TAG)
+            for run in tracking.find_runs(client, found.experiment_id, **{tracking.PARENT_TAG: parent.info.run_id})
+            if run.info.status == "FINISHED"}
+        counts[plan.name] = sum(trial.key in done for trial in plan.trials)
+    return counts
+
+
+def dry_run(study: Study, plans: list, only: list[str]) -> None:
+    """List the sweeps with their trial counts and what is already finished, and the compares."""
+    counts = finished_counts(plans)
+    width = max(len(plan.name) for plan in plans)
+    for plan in plans:
+        done, total = counts[plan.name], len(plan.trials)
+        state = "finished" if done == total else f"{done} finished" if done else "to run"
+        print(f"{plan.name:<{width}}  {total:>6} trials  {state}")
+    total = sum(len(plan.trials) for plan in plans)
+    left = total - sum(counts.values())
+    print(f"study {study.name}: {len(plans)} sweeps, {total} trials, {left} to run "
+          f"({sum(counts[p.name] == len(p.trials) for p in plans)} sweeps finished)")
+    for spec in ([] if only else study.compares):
+        print(f"compare -> {spec.out} ({spec.metric}): {' '.join(spec.benchmarks)}")
+
+
+def run_study(study: Study, plans: list, force_compare: bool = False, compare_root: Path = Path(".")) -> dict:
+    """Run the study's unfinished sweeps in one Ray session and one Tuner, report each, then
+    regenerate its compare folders when a sweep ran (or ``force_compare``). Returns what
+    happened: ``ran`` and ``finished`` sweep names, ``ray_started``, ``compared`` folders,
+    ``seconds``."""
+    from mtc.sweep import (SweepInterrupted, TunerOutcome, abandon, complete, open_sweep, ray_session, reopen_finished,
+                           run_on_ray, store_has_experiment)
+
+    start = time.perf_counter()
+    first = plans[0].run
+    worker_env = preflight.process_env()
+    preflight.check_ray(first.ray.address)
+    preflight.check_tracking(first.tracking.uri)
+    for plan in plans:
+        plan.output_dir.mkdir(parents=True, exist_ok=True)
+    outcome = {"ran": [], "finished": [], "ray_started": False, "compared": []}
+    with study_locks(plans, first.tracking.uri):
+        todo, client, experiment_id = [], None, None
+        if store_has_experiment(first.tracking):
+            client, experiment_id = tracking.open_store(first.tracking.uri, first.tracking.experiment,
+                                                        first.tracking.artifact_root)
+        for plan in plans:
+            stored = reopen_finished(plan, client, experiment_id) if client else None
+            if stored is None:
+                todo.append(plan)
+            elif client.get_run(stored.parent_id).info.status != "FINISHED":  # its report was interrupted
+                complete(stored, TunerOutcome(), False)
+                outcome["ran"].append(plan.name)
+            else:
+                outcome["finished"].append(plan.name)
+        print(f"study {study.name}: {len(plans)} sweeps, {len(outcome['finished'])} finished, {len(todo)} to run")
+        if todo:
+            with ray_session(first, worker_env) as cpus:
+                outcome["ray_started"] = True
+                client, experiment_id = tracking.open_store(first.tracking.uri, first.tracking.experiment,
+                                                            first.tracking.artifact_root)
+                opened = [open_sweep(plan, client, experiment_id) for plan in todo]
+                try:
+                    tuner = run_on_ray(opened, cpus, f"study {study.name}",
+                                       first.sweep.output_dir / "studies" / study.name / "ray_results", first)
+                except BaseException as error:  # Ctrl-C, SIGTERM (Ray's handler raises SystemExit), an error
+                    where = "; ".join(f"{o.plan.name}: {abandon(o, error, len(o.plan.trials))}" for o in opened)
+                    if isinstance(error, KeyboardInterrupt):
+                        raise SweepInterrupted(f"interrupted: {where}; run the same command again to resume") from None
+                    raise
+                for sweep in opened:
+                    result = complete(sweep, tuner, True)
+                    best = result.best.get("acc") or result.best.get("objective")
+                    print(f"{sweep.plan.name}: {len(sweep.plan.trials)} trials, best `{best.point}` "
+                          + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else ""))
+                    outcome["ran"].append(sweep.plan.name)
+    if outcome["ran"] or force_compare:
+        outcome["compared"] = run_compares(study, first, compare_root)
+    elif study.compares:
+        print("no sweep ran: the compare folders are as the last run left them (--compare regenerates them)")
+    outcome["seconds"] = time.perf_counter() - start
+    return outcome
+
+
+@contextlib.contextmanager
+def study_locks(plans: list, tracking_uri: str):
+    """The locks of ``python -m mtc.sweep`` for every sweep of the study (one live driver per
+    sweep, one live driver per SQLite store), held together."""
+    with contextlib.ExitStack() as stack:
+        for plan in plans:
+            stack.enter_context(locks.held(plan.output_dir / ".driver.lock",
+                                           f"sweep {plan.name!r} is already running (driver pid {{pid}}); wait for "
+                                           "it, or stop it and run this command again to resume"))
+        stack.enter_context(locks.store_lock(tracking_uri))
+        yield
+
+
+def run_compares(study: Study, run, root: Path) -> list[Path]:
+    """``python -m mtc.compare`` into each of the study's folders (relative to ``root``)."""
+    from mtc.compare import compare
+
+    written = []
+    for spec in study.compares:
+        out = (root / spec.out).resolve()
+        start = time.perf_counter()
+        result = compare(run.tracking.uri, run.tracking.experiment, out, spec.metric, list(spec.benchmarks),
+                         list(spec.methods) or None)
+        notes = result["comparison"].notes
+        print(f"compared {len(result['comparison'].sweeps)} sweeps into {out} in {time.perf_counter() - start:.1f} s"
+              + (f" ({len(notes)} notes in compare.md)" if notes else ""))
+        written.append(out)
+    return written
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="python -m mtc.reproduce", description=__doc__.splitlines()[0])
+    parser.add_argument("study", help="a study in conf/study (mtcmrl, mtcfir, smtnmf, aaai13, spmtc, all) or a YAML path")
+    parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their trials and what is finished")
+    parser.add_argument("--only", nargs="+", default=[],
+                        help="only the sweeps of these methods, labels, data configs or sweep names (no compare)")
+    parser.add_argument("--compare", action="store_true", help="regenerate the compare folders even if no sweep ran")
+    parser.add_argument("--compare-root", type=Path, default=Path("."),
+                        help="the folder the compare folders are relative to (default: here)")
+    args, overrides = parser.parse_known_args(argv)
+    bad = [arg for arg in overrides if "=" not in arg]
+    if bad:
+        parser.error(f"not a Hydra override (key=value): {' '.join(bad)}")
+    return args, overrides
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the command: bad input is one line and exit 2; an interrupted study exits 130."""
+    from mtc.sweep import SweepInterrupted
+
+    sys.stdout.reconfigure(line_buffering=True)
+    args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        study = load_study(args.study)
+        plans = plan_study(study, overrides, args.only)
+        if args.dry_run:
+            dry_run(study, plans, args.only)
+            return
+        outcome = run_study(Study(study.name, study.sweeps, () if args.only else study.compares), plans,
+                            args.compare, args.compare_root)
+    except InputError as error:
+        fail(error)
+    except SweepInterrupted as interrupted:
+        print(interrupted, file=sys.stderr)
+        sys.exit(130)
+    print(f"study {study.name}: {len(outcome['ran'])} sweeps run, {len(outcome['finished'])} already finished, "
+          f"{len(outcome['compared'])} compare folders written, {outcome['seconds']:.1f} s"
+          + ("" if outcome["ray_started"] else " (no Ray started)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Studies (python -m mtc.reproduce): a set of sweeps in one driver, one Ray session and one
+Tuner, then its compare folders; resumable and idempotent. On local Ray and a SQLite store;
+tests/test_multinode.py runs a study against the two-node cluster and the PostgreSQL server."""
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mtc import reproduce, sweep, tracking
+
+pytestmark = pytest.mark.slow
+
+TINY = Path(__file__).parent / "studies" / "tiny.yaml"
+PLUGIN = Path(__file__).parent / "plugin"
+
+
+def store_overrides(tmp: Path) -> list[str]:
+    return [f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
+            f"mlflow.artifact_root={tmp / 'artifacts'}", "ray.num_cpus=2"]
+
+
+def dry_run_text(study, overrides, only=()) -> str:
+    plans = reproduce.plan_study(study, overrides, list(only))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        reproduce.dry_run(study, plans, list(only))
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("study")
+    study, overrides = reproduce.load_study(str(TINY)), store_overrides(tmp)
+    before = dry_run_text(study, overrides)
+    outcome = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp)
+    return tmp, study, overrides, before, outcome
+
+
+def test_a_study_expands_its_entries_and_lists_them_in_a_dry_run(tiny_study):
+    tmp, study, overrides, before, _ = tiny_study
+    assert len(study.sweeps) == 4 and [c.out for c in study.compares] == ["compare_tiny"]
+    lines = before.splitlines()
+    assert [line.split()[0] for line in lines[:4]] == ["kmeans-synthetic", "a_kmeans-synthetic", "kmeans-hard",
+                                                       "a_kmeans-hard"]
+    assert all(line.split()[1:] == ["6", "trials", "to", "run"] for line in lines[:4])
+    assert lines[4] == "study tiny: 4 sweeps, 24 trials, 24 to run (0 sweeps finished)"
+    after = dry_run_text(study, overrides).splitlines()
+    assert all(line.endswith("finished") for line in after[:4])
+    assert after[4] == "study tiny: 4 sweeps, 24 trials, 0 to run (4 sweeps finished)"
+    only = dry_run_text(study, overrides, ["a_kmeans"]).splitlines()
+    assert [line.split()[0] for line in only[:2]] == ["a_kmeans-synthetic", "a_kmeans-hard"] and len(only) == 3
+
+
+def test_a_study_runs_every_sweep_in_one_tuner_and_writes_its_compare_folder(tiny_study):
+    tmp, _, _, _, outcome = tiny_study
+    assert outcome["ray_started"] and len(outcome["ran"]) == 4 and outcome["compared"] == [tmp / "compare_tiny"]
+    client = tracking.client_for(f"sqlite:///{tmp / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("mtc").experiment_id
+    parents = [r for r in client.search_runs([experiment]) if tracking.PARENT_TAG not in r.data.tags
+               and tracking.SWEEP_KEY_TAG in r.data.tags]
+    assert sorted(r.info.run_name for r in parents) == sorted(outcome["ran"])
+    for parent in parents:
+        assert parent.info.status == "FINISHED"
+        keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in
+                tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent.info.run_id})]
+        assert sorted(keys) == sorted(f"max_iter={m}|seed={s}" for m in (100, 200) for s in range(3))
+    cells = pd.read_csv(tmp / "compare_tiny" / "cells.csv")
+    assert set(zip(cells.benchmark, cells.method)) == {(b, m) for b in ("synthetic", "hard")
+                                                       for m in ("kmeans", "a_kmeans")}
+    assert (tmp / "outputs" / "kmeans-hard" / "report.md").is_file()
+
+
+def test_a_finished_study_run_again_starts_no_ray_and_regenerates_nothing(tiny_study, monkeypatch):
+    tmp, study, overrides, _, _ = tiny_study
+    cells = (tmp / "compare_tiny" / "cells.csv").read_text()
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started for a finished study")
+
+    monkeypatch.setattr(sweep, "ray_session", no_ray)
+    outcome = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp)
+    assert not outcome["ray_started"] and outcome["ran"] == [] and len(outcome["finished"]) == 4
+    assert outcome["compared"] == []
+    forced = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), force_compare=True,
+                                 compare_root=tmp)
+    assert forced["compared"] == [tmp / "compare_tiny"] and not forced["ray_started"]
+    assert (tmp / "compare_tiny" / "cells.csv").read_text() == cells  # the same cells from the same runs
+
+
+def test_a_bad_study_is_one_line():
+    with pytest.raises(reproduce.InputError, match="unknown study 'nope'; available: .*smtnmf"):
+        reproduce.load_study("nope")
+
+
+def test_a_terminated_study_closes_its_runs_and_the_same_command_resumes(tmp_path):
+    """SIGTERM mid-study (a scheduler's time limit): every parent and child run is closed, none
+    RUNNING; the same command then runs only what did not finish: no run lost or duplicated."""
+    study = tmp_path / "slow.yaml"
+    study.write_text("sweeps:\n  - methods: [toy]\n    data: [synthetic]\n"
+                     "    overrides: ['++method.grid.shift=[0.0,1.0]', '++method.params.delay=1.5', 'sweep.repeats=3',"
+                     " 'sweep.seeds_per_trial=1', 'data.params.n_tasks=2', 'data.params.samples_per_cluster=10']\n"
+                     "  - methods: [toy]\n    data: [synthetic]\n"
+                     "    overrides: ['++method.grid.shift=[2.0]', '++method.params.delay=1.5', 'sweep.repeats=3',"
+                     " 'sweep.seeds_per_trial=1', 'data.params.n_tasks=2', 'data.params.samples_per_cluster=10',"
+                     " 'sweep.name=toy-other']\n")
+    db = tmp_path / "mlflow.db"
+    args = [str(study), f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", *store_overrides(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    driver = subprocess.Popen([sys.executable, "-m", "mtc.reproduce", *args], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    from test_cli import child_runs, finished_children
+
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and finished_children(db) < 2:
+        time.sleep(0.5)
+    driver.send_signal(signal.SIGTERM)
+    driver.communicate(timeout=240)
+    assert driver.returncode != 0
+    _, children, parents = child_runs(db)
+    assert len(parents) == 2 and {p.info.status for p in parents} == {"KILLED"}
+    statuses = [r.info.status for r in children]
+    assert "RUNNING" not in statuses and 2 <= statuses.count("FINISHED") < 9
+    kept = {(r.data.tags[tracking.PARENT_TAG], r.data.tags[tracking.TRIAL_KEY_TAG]): r.info.run_id
+            for r in children if r.info.status == "FINISHED"}
+
+    done = subprocess.run([sys.executable, "-m", "mtc.reproduce", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    _, children, parents = child_runs(db)
+    assert len(parents) == 2 and {p.info.status for p in parents} == {"FINISHED"}
+    finished = [(r.data.tags[tracking.PARENT_TAG], r.data.tags[tracking.TRIAL_KEY_TAG], r.info.run_id)
+                for r in children if r.info.status == "FINISHED"]
+    assert len(finished) == 9 and len({(p, k) for p, k, _ in finished}) == 9  # none lost, none twice
+    assert all(kept[(p, k)] == run_id for p, k, run_id in finished if (p, k) in kept)  # finished runs kept
