@@ -7,7 +7,8 @@ name without its ``<label>-`` prefix, else the tag ``mtc.data``; of several swee
 same (benchmark, method) the newest is read. A variant is matched with the published
 numbers of its method (tag ``mtc.method``). A benchmark ``<data>@<n1>+<n2>+...`` asked for
 with ``--benchmarks`` pools the sweeps ``<data>-n<n1>``, ... of each method, as a paper's
-table averages over sample sizes (``pool_members``). For each sweep the grid points
+table averages over sample sizes (``mtc.results.pool_members``; mtc.results reads the sweeps
+back, this module compares them). For each sweep the grid points
 of every selection of ``mtc.report.SELECTIONS`` are found (the best by accuracy, which
 uses labels, and the label-free ones), and this module writes to ``--out``:
 
@@ -33,7 +34,7 @@ import argparse
 import re
 import sys
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,52 +43,22 @@ import scikit_posthocs
 from matplotlib.figure import Figure
 from scipy import stats
 
-from mtc import preflight, tracking
+from mtc import preflight
 from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
-from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point, why_no_point
-from mtc.results import open_experiment, point_summaries, trial_records
-from mtc.size_curves import SIZE_SEPARATOR, draw_size_curves, size_curve_frame, size_table
+from mtc.report import SELECTIONS
+from mtc.results import BEST, Sweep, finished_sweeps, open_experiment
+from mtc.size_curves import draw_size_curves, size_curve_frame, size_table
 
 PUBLISHED = Path(__file__).with_name("published_results.csv")
-BEST = "acc"  # the selection the comparison tables, tests and ranks use (the papers' protocol)
 LABEL_FREE = tuple(selection for selection in SELECTIONS if selection != BEST)
 SECOND_METRIC = "nmi_max"  # tabled beside --metric (the papers' NMI)
 KIND_TAG = "mtc.kind"
 ALPHA = 0.05  # the Nemenyi test's level (the critical-difference diagram's bars)
-POOL_MARK = "@"  # <data>@<n1>+<n2>: a benchmark pooling the sweeps of several sample sizes (pool_members)
 MIN_PAIRS = 2  # fewer paired seeds than this: no Wilcoxon test
 FIGURE_DPI = 100  # every figure is at least 12 inches wide: >= 1200 px
 FRIEDMAN_COLUMNS = ["method", "average_rank", "statistic", "p", "n_cells", "n_methods", "critical_difference"]
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """One finished sweep as read back from MLflow.
-
-    Attributes
-    ----------
-    benchmark, method : str
-        The benchmark (data config or sweep-name suffix) and method (the sweep's label) of
-        the sweep.
-    run_id : str
-        Its parent run.
-    points : dict[str, PointSummary]
-        The grid point of each selection of ``SELECTIONS`` that its runs allow.
-    trials : pandas.DataFrame
-        One row per finished trial: ``point``, ``seed`` and one column per metric.
-    published_as : str
-        The method config whose published numbers it is shown beside (``method`` unless
-        the sweep is a variant).
-    """
-
-    benchmark: str
-    method: str
-    run_id: str
-    points: dict[str, PointSummary]
-    trials: pd.DataFrame
-    published_as: str
 
 
 @dataclass(frozen=True)
@@ -102,191 +73,6 @@ class Comparison:
     rank_table: pd.DataFrame
     size_curves: pd.DataFrame
     notes: list[str]
-
-
-# --- reading the store -------------------------------------------------------------------
-
-
-def sweep_parents(client, experiment_id: str) -> list:
-    """The parent runs of sweeps (a ``mtc.sweep_key`` tag, no parent of their own), any status."""
-    runs, token = [], None
-    while True:
-        page = client.search_runs([experiment_id], max_results=1000, page_token=token,
-                                  filter_string=f"tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'")
-        runs.extend(run for run in page if tracking.PARENT_TAG not in run.data.tags)
-        token = page.token
-        if not token:
-            return runs
-
-
-def unfinished_notes(parents: list, read: dict) -> list[str]:
-    """A note for each (benchmark, method) whose newest sweep did not finish (interrupted,
-    failed or still running), so that a table without it is not taken for the whole picture:
-    ``read`` maps the pairs to the finished sweep that is read instead, if any."""
-    newest: dict[tuple[str, str], object] = {}
-    for run in parents:
-        pair = (benchmark_name(run), sweep_label(run))
-        if pair not in newest or run.info.start_time > newest[pair].info.start_time:
-            newest[pair] = run
-    notes = []
-    for pair, run in sorted(newest.items()):
-        if run.info.status == "FINISHED":
-            continue
-        what = f"{pair[1]} on {pair[0]}: the newest sweep ({run.info.run_id}, {run.info.status}) did not finish"
-        notes.append(f"{what}; the older finished one ({read[pair].info.run_id}) is read" if pair in read else
-                     f"{what} and is left out; the same sweep command resumes it")
-    return notes
-
-
-def sweep_label(run) -> str:
-    """The method a sweep is shown as: its ``mtc.label`` tag, else (sweeps logged before the
-    tag) its method."""
-    return run.data.tags.get("mtc.label") or run.data.tags.get("mtc.method", "?")
-
-
-def benchmark_name(run) -> str:
-    """The run name without its ``<label>-`` prefix, else the sweep's data config."""
-    prefix = f"{sweep_label(run)}-"
-    name = run.info.run_name or ""
-    if name.startswith(prefix) and len(name) > len(prefix):
-        return name[len(prefix):]
-    return run.data.tags.get("mtc.data", "?")
-
-
-def newest_per_pair(runs: list) -> tuple[dict[tuple[str, str], object], list[str]]:
-    """The newest run per (benchmark, method), and a note for each pair that had several.
-
-    Parameters
-    ----------
-    runs : list of mlflow.entities.Run
-        Parent runs of finished sweeps.
-
-    Returns
-    -------
-    newest : dict
-        ``{(benchmark, method): run}``.
-    notes : list of str
-        Which older runs were left out.
-    """
-    groups: dict[tuple[str, str], list] = {}
-    for run in runs:
-        groups.setdefault((benchmark_name(run), sweep_label(run)), []).append(run)
-    newest, notes = {}, []
-    for pair, group in sorted(groups.items()):
-        group.sort(key=lambda run: run.info.start_time, reverse=True)
-        newest[pair] = group[0]
-        if len(group) > 1:
-            older = ", ".join(run.info.run_id for run in group[1:])
-            notes.append(f"{pair[1]} on {pair[0]}: {len(group)} finished sweeps; the newest "
-                         f"({group[0].info.run_id}) is read, not {older}")
-    return newest, notes
-
-
-def select(parents: dict, benchmarks: list[str] | None, methods: list[str] | None) -> dict:
-    """The (benchmark, method) pairs that ``--benchmarks`` and ``--methods`` keep (all when not given)."""
-    return {pair: run for pair, run in parents.items()
-            if (not benchmarks or pair[0] in benchmarks) and (not methods or pair[1] in methods)}
-
-
-def pool_members(benchmark: str) -> list[str]:
-    """The benchmarks a pooled one reads: ``<data>@<n1>+<n2>+...`` is the sweeps ``<data>-n<n1>``,
-    ``<data>-n<n2>``, ... (one sweep per per-task sample size, as ``+experiment=smtnmf_paper``
-    names them); any other name is itself."""
-    if POOL_MARK not in benchmark:
-        return [benchmark]
-    data, sizes = benchmark.split(POOL_MARK, 1)
-    return [f"{data}-n{size}" for size in sizes.split("+")]
-
-
-def pool(parents: dict, benchmarks: list[str], methods: list[str] | None) -> tuple[dict, dict, list[str]]:
-    """The methods that have a finished sweep of every member of a pooled benchmark.
-
-    A pooled benchmark is one row of the papers' tables that averages several sample sizes
-    (SMT-NMF's Table 5: 30 draws at each of four sizes); its trials are all its members' trials.
-
-    Parameters
-    ----------
-    parents : dict
-        ``{(benchmark, method): run}``, the newest finished sweep of each pair.
-    benchmarks : list of str
-        The benchmarks asked for; those with ``POOL_MARK`` are pooled.
-    methods : list of str, optional
-        Only these methods (all when not given).
-
-    Returns
-    -------
-    pooled : dict
-        ``{(pooled benchmark, method): [run of each member]}``.
-    read : dict
-        ``{(member, method): run}`` of every member read.
-    notes : list of str
-        The methods with some members but not all, left out of a pooled benchmark.
-    """
-    pooled, read, notes = {}, {}, []
-    for benchmark in (b for b in benchmarks if POOL_MARK in b):
-        members = pool_members(benchmark)
-        for method in sorted({m for (b, m) in parents if b in members and (not methods or m in methods)}):
-            missing = [member for member in members if (member, method) not in parents]
-            if missing:
-                notes.append(f"{method} on {benchmark}: no finished sweep of {', '.join(missing)}; left out")
-                continue
-            pooled[(benchmark, method)] = [parents[(member, method)] for member in members]
-            read.update({(member, method): parents[(member, method)] for member in members})
-    return pooled, read, notes
-
-
-def trial_frame(records) -> pd.DataFrame:
-    """The finished trials of a sweep: ``point``, ``seed`` and one column per metric."""
-    return pd.DataFrame([{"point": r.point, "seed": r.seed, **r.metrics} for r in records if r.status == "FINISHED"])
-
-
-def selection_points(summaries: list[PointSummary]) -> tuple[dict[str, PointSummary], list[str]]:
-    """The grid point of every selection of ``SELECTIONS``; a selection whose metric the runs
-    lack (older sweeps) is left out, and named in the returned list."""
-    points, missing = {}, []
-    for selection in SELECTIONS:
-        try:
-            points[selection] = best_point(summaries, selection)
-        except (KeyError, ValueError):
-            missing.append(selection)
-    return points, missing
-
-
-def pooled_records(client, experiment_id: str, runs: list) -> list[TrialRecord]:
-    """The trials of one sweep, or of a pooled benchmark's member sweeps with each seed named
-    ``<member's size>/<seed>`` (``n20/3``) so that seeds stay distinct and pair across methods."""
-    if len(runs) == 1:
-        return trial_records(client, experiment_id, runs[0].info.run_id)
-    return [replace(record, seed=f"{benchmark_name(run).rsplit('-', 1)[1]}{SIZE_SEPARATOR}{record.seed}")
-            for run in runs for record in trial_records(client, experiment_id, run.info.run_id)]
-
-
-def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep], list[str]]:
-    """Read every chosen sweep's child runs (``parents``: pair -> its run, or a pooled
-    benchmark's member runs); returns the sweeps and notes on what was left out."""
-    sweeps, notes, drawn_per_seed = [], [], []
-    for (benchmark, method), runs in parents.items():
-        records = pooled_records(client, experiment_id, runs)
-        run, run_id = runs[0], " + ".join(r.info.run_id for r in runs)
-        tasks = sorted({key.split("/", 1)[1] for r in records for key in r.metrics
-                        if key.startswith("acc/") and key != "acc/mean"})
-        same_data = len(runs) == 1 and run.data.tags.get("mtc.data_draws", "1") == "1"
-        summaries = point_summaries(client, records, tasks, same_data)
-        points, missing = selection_points(summaries)
-        if BEST not in points:
-            notes.append(f"{method} on {benchmark} ({run_id}): no finished trial with accuracy; left out")
-            continue
-        if not same_data:
-            drawn_per_seed.append(f"{method} on {benchmark}")
-            missing.remove("stability")
-        notes += [f"{method} on {benchmark}: no {selection} point ({why_no_point(summaries, selection)})"
-                  for selection in missing]
-        sweeps.append(Sweep(benchmark, method, run_id, points, trial_frame(records),
-                            run.data.tags.get("mtc.method", method)))
-    if drawn_per_seed:
-        notes.append(f"no stability point for {len(drawn_per_seed)} sweep(s) whose seeds each cluster their own draw "
-                     f"of the data (the labels of different samples do not compare): {', '.join(drawn_per_seed)}")
-    return sweeps, notes
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -807,22 +593,8 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
     """
     check_metric(metric)
     client, experiment_id = open_experiment(tracking_uri, experiment)
-    every_parent = sweep_parents(client, experiment_id)
-    parents, notes = newest_per_pair([run for run in every_parent if run.info.status == "FINISHED"])
-    pooled, read, pool_notes = pool(parents, benchmarks or [], methods)
-    single = select(parents, benchmarks, methods)
-    chosen = {**{pair: [run] for pair, run in single.items()}, **pooled}
-    asked = [member for benchmark in benchmarks for member in pool_members(benchmark)] if benchmarks else None
-    wanted = [run for run in every_parent if select({(benchmark_name(run), sweep_label(run)): run}, asked, methods)]
-    notes += pool_notes + unfinished_notes(wanted, {**single, **read})
-    if not chosen:
-        which = " matching --benchmarks/--methods" if parents else ""
-        raise InputError(f"no finished sweep{which} in experiment {experiment!r} of {tracking_uri}; run one with "
-                         "python -m mtc.sweep")
-    sweeps, skipped = load_sweeps(client, experiment_id, chosen)
-    if not sweeps:
-        raise InputError(f"no finished trial in the finished sweeps of experiment {experiment!r}: {'; '.join(skipped)}")
-    comparison = build_comparison(sweeps, notes + skipped, metric, load_published(published))
+    sweeps, notes = finished_sweeps(client, experiment_id, benchmarks, methods)
+    comparison = build_comparison(sweeps, notes, metric, load_published(published))
     paths = write_outputs(comparison, metric, out, f"experiment `{experiment}` of {tracking_uri}")
     run_id = log_run(client, experiment_id, paths, metric, sweeps) if log else None
     return {"comparison": comparison, "paths": paths, "run_id": run_id}

@@ -15,7 +15,8 @@ from scipy import stats
 
 from mtc import tracking
 from mtc.cli import compose_config
-from mtc.compare import Sweep, cell_frame, compare, grid_statistics, main, newest_per_pair, parse_point
+from mtc.compare import cell_frame, compare, grid_statistics, main, parse_point
+from mtc.results import Sweep, newest_per_pair
 from mtc.config import settings
 from mtc.report import PointSummary
 from mtc.sweep import run_sweep
@@ -250,7 +251,7 @@ def test_size_curves_order_sizes_numerically_and_skip_unpooled_sweeps():
 
 
 def test_an_unfinished_sweep_newer_than_a_finished_one_is_named_beside_it():
-    from mtc.compare import unfinished_notes
+    from mtc.results import unfinished_notes
 
     def run(run_id, start, status):
         return SimpleNamespace(info=SimpleNamespace(run_id=run_id, run_name="kkm-synthetic", start_time=start,
