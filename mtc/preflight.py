@@ -25,7 +25,10 @@ CHECK_TIMEOUT = 10.0  # seconds, for each check below
 DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
 # Each is a default: a value already in the environment wins.
 QUIET_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0",
-             "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}  # one bar per downloaded artifact otherwise
+             "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # one bar per downloaded artifact otherwise
+             # set_terminated otherwise fetches the whole run again to print its link: one extra
+             # request per trial (benchmarks/server_throughput.py, run_links=off)
+             "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5",  # waits 1, 2, 4, 8, 16 s (+ jitter)
                   "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}

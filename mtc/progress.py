@@ -39,7 +39,7 @@ class ProgressLine(Callback):
             postfix = f"sweeps {done}/{len(self.left)}, {postfix}"
         if postfix != self.postfix:  # redraw on a change only (tqdm redraws on updates by itself)
             self.postfix = postfix
-            self.bar.set_postfix_str(postfix)
+            self.bar.set_postfix_str(postfix, refresh=False)  # drawn with the next update: a log gets a line per trial, not three
 
     def ended(self, trial):
         if self.sweep_of:
