@@ -1,0 +1,100 @@
+"""What tracking costs: a tracked study against the same trials untracked, and the store per trial.
+
+    MTC_DATA_DIR=../shared/data python benchmarks/tracking_cost.py [--problems P ...] [--reuters]
+
+1. SMT-NMF's Table 5 protocol (the seven table rows x 4 sizes x 30 draws) on ``--problems``
+   (default: all four of the study) untracked, ``benchmarks/paper_protocol.py smtnmf`` on all
+   CPUs, then the same sweeps tracked, ``mtc.reproduce.run_study`` into a fresh SQLite store (one
+   driver, one Ray session, one Tuner), one after the other;
+2. prints both wall times, their ratio, the platform time per trial ((tracked - untracked) /
+   trials), the store per trial (mlflow.db plus artifacts) and the time to run the finished
+   study again (no Ray);
+3. with ``--reuters``, the README's sweep (MTCMRL on Reuters, 250 trials) tracked, and its
+   store per trial.
+
+Run it on a quiet machine: both sides use every CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mtc import reproduce
+
+TABLE_ROWS = ("smtnmf", "smtnmf_snmf", "smtnmf_a_snmf", "smtnmf_ncut", "smtnmf_a_ncut", "kmeans", "a_kmeans")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def store_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def store_overrides(folder: Path) -> list[str]:
+    return [f"output_dir={folder / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}",
+            f"mlflow.artifact_root={folder / 'mlartifacts'}"]
+
+
+def tracked(study: reproduce.Study, folder: Path) -> tuple[float, int, float]:
+    """Run the study into a fresh store; returns wall seconds, trials and the rerun's seconds."""
+    plans = reproduce.plan_study(study, store_overrides(folder), [])
+    start = time.perf_counter()
+    reproduce.run_study(study, plans)
+    wall = time.perf_counter() - start
+    start = time.perf_counter()
+    again = reproduce.run_study(study, reproduce.plan_study(study, store_overrides(folder), []))
+    assert not again["ray_started"]
+    return wall, sum(len(p.trials) for p in plans), time.perf_counter() - start
+
+
+def untracked(problems: list[str], folder: Path) -> tuple[float, int]:
+    """benchmarks/paper_protocol.py smtnmf on the problems; returns its wall seconds and trials."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "paper_protocol.py"), "smtnmf", "--problems",
+                           *problems, "--out", str(folder)], capture_output=True, text=True, check=True)
+    found = re.search(r"(\d+) trials in ([\d.]+) s wall", done.stdout)
+    return float(found.group(2)), int(found.group(1))
+
+
+def smtnmf_table(problems: list[str]) -> reproduce.Study:
+    """The smtnmf study's sweeps of the table's rows (no variant labels) on the problems, no compare."""
+    study = reproduce.load_study("smtnmf")
+    keep = [s for s in study.sweeps if s[0].removeprefix("method=") in TABLE_ROWS
+            and s[1].removeprefix("data=") in problems and not any(o.startswith("sweep.label=") for o in s)]
+    return reproduce.Study("smtnmf_table", tuple(keep), ())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=["webkb_pp", "smtnmf_reuters_orgs_vs_people",
+                                                          "smtnmf_reuters_orgs_vs_places",
+                                                          "smtnmf_reuters_people_vs_places"])
+    parser.add_argument("--reuters", action="store_true", help="also the README's MTCMRL sweep on Reuters")
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="mtc-tracking-cost-"))
+    plain_wall, plain_trials = untracked(args.problems, base / "untracked")
+    wall, trials, rerun = tracked(smtnmf_table(args.problems), base / "tracked")
+    size = store_bytes(base / "tracked" / "mlartifacts") + (base / "tracked" / "mlflow.db").stat().st_size
+    print(f"SMT-NMF Table 5 on {' '.join(args.problems)}")
+    print(f"  untracked: {plain_trials} trials in {plain_wall:.1f} s wall")
+    print(f"  tracked:   {trials} trials in {wall:.1f} s wall (one study: one Ray session, one Tuner)")
+    print(f"  ratio tracked / untracked: {wall / plain_wall:.2f}")
+    print(f"  platform time per trial: {1000 * (wall - plain_wall) / trials:.1f} ms")
+    print(f"  store per trial: {size / trials / 1024:.1f} KB (mlflow.db {(base / 'tracked' / 'mlflow.db').stat().st_size / 1e6:.1f} MB, "
+          f"artifacts {store_bytes(base / 'tracked' / 'mlartifacts') / 1e6:.1f} MB)")
+    print(f"  the finished study run again: {rerun:.2f} s, no Ray")
+    if args.reuters:
+        study = reproduce.Study("reuters", (("method=mtcmrl", "data=reuters"),), ())
+        wall, trials, rerun = tracked(study, base / "reuters")
+        size = store_bytes(base / "reuters" / "mlartifacts") + (base / "reuters" / "mlflow.db").stat().st_size
+        print(f"MTCMRL on Reuters: {trials} trials in {wall:.1f} s wall (Ray start included); store per trial "
+              f"{size / trials / 1024:.1f} KB; run again: {rerun:.2f} s, no Ray")
+    print(f"stores in {base}")
+
+
+if __name__ == "__main__":
+    main()
