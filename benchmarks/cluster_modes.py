@@ -33,10 +33,12 @@ os.environ["RAY_AUTH_MODE"] = "token"
 from mtc import stack, tracking  # noqa: E402
 from mtc.cli import compose_config  # noqa: E402
 from mtc.config import Trial, settings  # noqa: E402
-from mtc.loopback import LoopbackCluster, free_port, loopback_cluster, wait_for_nodes  # noqa: E402
-from mtc.sweep import run_sweep  # noqa: E402
-from mtc.trial import trial_params  # noqa: E402
-from mtc.trial import run_trial  # noqa: E402
+from mtc.stack.loopback import LoopbackCluster, free_port, loopback_cluster, wait_for_nodes  # noqa: E402
+from mtc.sweep.driver import run_sweep  # noqa: E402
+from mtc.trial import (
+    run_trial,  # noqa: E402
+    trial_params,  # noqa: E402
+)
 
 USER, PASSWORD = "admin", secrets.token_urlsafe(16)
 SERVER_SWEEP = ["method=mtcmrl", "++method.grid.lambda_=[0.5,1.0,2.0]", "++method.grid.alpha=[1.0]",

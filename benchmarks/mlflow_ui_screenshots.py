@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
-from mtc import tracking
-from mtc.loopback import free_port, wait_for_port
+from mtc.stack.loopback import free_port, wait_for_port
+from mtc.store import tracking
 
 
 def screenshot(url: str, path: Path, width: int = 1600, height: int = 1000) -> None:

@@ -44,7 +44,9 @@ from threadpoolctl import threadpool_limits
 from mtc.cli import compose_config
 from mtc.config import Trial, method_spec
 from mtc.data.spec import data_spec
+from mtc.numerics.cache import Cache
 from mtc.trial import run_trial
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -94,6 +96,9 @@ def sizes_of(protocol: Protocol, problem: str) -> list[int | None]:
     return next((sizes for prefix, sizes in protocol.sizes.items() if problem.startswith(prefix)), [None])
 
 
+FIT_CACHE = Cache(size=2)  # one per joblib worker process, as a sweep's worker keeps one (WORKER_CACHES)
+
+
 def run_unit(data, methods, problem, size, seed, metrics_):
     """Every method and grid point on the draw of ``seed``: rows for trials.csv."""
     rows = []
@@ -109,7 +114,7 @@ def run_unit(data, methods, problem, size, seed, metrics_):
                 try:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
-                        outcome = run_trial(dataset, prototype, Trial(point, seed))
+                        outcome = run_trial(dataset, prototype, Trial(point, seed), FIT_CACHE)
                 except Exception as error:  # recorded, as a sweep records a failed trial
                     rows.append({**row, "error": f"{type(error).__name__}: {error}"})
                     continue

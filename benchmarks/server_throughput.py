@@ -31,7 +31,7 @@ One stack is started in a fresh folder under /var/tmp (the postgres user reaches
 once, each with its own MlflowClient. For each configuration the script waits until the
 1-minute load average is below ``--max-load`` (polled every 30 s, at most ``--load-wait`` s),
 runs every worker for 3 s unmeasured (warming the server), then for each W the first W workers each repeat, for ``--duration`` s, what a sweep's worker
-does per trial (mtc.sweep.fit_and_log, one BLAS thread): ``run_trial`` of symmetric NMF on a
+does per trial (mtc.sweep.driver.fit_and_log, one BLAS thread): ``run_trial`` of symmetric NMF on a
 small synthetic dataset, then ``create_trial_run``, the logging and ``set_terminated``.
 Everything it started (workers, servers, PostgreSQL, the folder) is stopped and removed at
 the end, also on error.
@@ -60,12 +60,14 @@ from pathlib import Path
 
 import numpy as np
 
-from mtc import stack, tracking
 from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
-from mtc.loopback import free_port
 from mtc.methods.snmf import SymmetricNMF
-from mtc.preflight import process_env
+from mtc.numerics.cache import Cache
+from mtc.stack import server as stack
+from mtc.stack.loopback import free_port
+from mtc.store import tracking
+from mtc.store.preflight import process_env
 from mtc.trial import run_trial, trial_params
 
 METHOD = "snmf"
@@ -143,8 +145,9 @@ def worker(index: int, samples_per_cluster: int, tasks, results) -> None:
     dataset, prototype, data_config = fit_problem(samples_per_cluster)
     tags = {"mtc.benchmark": "server_throughput", **tracking.dataset_tags(dataset)}
     seed = index * SEEDS_PER_WORKER  # every trial a seed (and run name) of its own
+    cache = Cache(size=2)  # as a sweep's worker keeps one (mtc.sweep.driver.WORKER_CACHES)
     with threadpool_limits(limits=1), open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
-        run_trial(dataset, prototype, Trial({}, seed))  # warm-up
+        run_trial(dataset, prototype, Trial({}, seed), cache)  # warm-up
         results.put(index)
         for task in iter(tasks.get, None):
             uri, experiment_id, parent_id, logging, run_links, start, stop = task
@@ -160,7 +163,7 @@ def worker(index: int, samples_per_cluster: int, tasks, results) -> None:
                     trial = Trial({}, seed)
                     start_ms = int(time.time() * 1000)
                     began = time.perf_counter()
-                    outcome = run_trial(dataset, prototype, trial)
+                    outcome = run_trial(dataset, prototype, trial, cache)
                     fitted = time.perf_counter()
                     run = tracking.create_trial_run(client, experiment_id, parent_id, trial, tags, start_ms)
                     log_trial = tracking.log_trial if logging == "batched" else log_trial_per_value
@@ -284,12 +287,13 @@ def one_fit_ms(samples_per_cluster: int, repeats: int = 30) -> tuple[float, floa
     from threadpoolctl import threadpool_limits
 
     dataset, prototype, _ = fit_problem(samples_per_cluster)
+    cache = Cache(size=2)
     with threadpool_limits(limits=1):
-        run_trial(dataset, prototype, Trial({}, 0))
+        run_trial(dataset, prototype, Trial({}, 0), cache)
         fits, trials = [], []
         for seed in range(1, repeats + 1):
             began = time.perf_counter()
-            fits.append(run_trial(dataset, prototype, Trial({}, seed)).metrics["fit_seconds"])
+            fits.append(run_trial(dataset, prototype, Trial({}, seed), cache).metrics["fit_seconds"])
             trials.append(time.perf_counter() - began)
     return 1000 * float(np.mean(fits)), 1000 * float(np.mean(trials))
 

@@ -16,10 +16,10 @@ import threading
 import time
 from pathlib import Path
 
-from mtc import tracking
 from mtc.cli import compose_config
 from mtc.config import settings
-from mtc.sweep import run_sweep
+from mtc.store import tracking
+from mtc.sweep.driver import run_sweep
 
 
 def cpu_times():

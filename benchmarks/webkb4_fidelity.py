@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from mtc.cli import configured_dataset
-from mtc.compare import PUBLISHED, load_published
 from mtc.methods import MTCMRL, KMeansClusterer, SymmetricNMF
 from mtc.metrics import score_task
+from mtc.results.compare import PUBLISHED, load_published
 
 VARIANTS = {
     "default": [],

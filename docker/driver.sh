@@ -11,5 +11,5 @@ ray start --address="$head" --num-cpus=0 --object-store-memory=500000000 --disab
 trap 'ray stop >/dev/null 2>&1 || true' EXIT
 
 # The driver loads the data (MTC_DATA_DIR) and ships it to the trials through Ray's object
-# store; it also passes MLFLOW_TRACKING_USERNAME/PASSWORD to the trials (mtc/sweep.py).
+# store; it also passes MLFLOW_TRACKING_USERNAME/PASSWORD to the trials (mtc/sweep/driver.py).
 python -m mtc.sweep ray.address="$head" mlflow.tracking_uri="${MTC_TRACKING_URI:-http://mlflow:5000}" "$@"

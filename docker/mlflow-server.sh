@@ -1,6 +1,6 @@
 #!/bin/sh
 # The MLflow tracking server of docker/compose.yaml, set up as `python -m mtc.stack start --auth`
-# sets up its own (mtc/stack.py): PostgreSQL as the backend store, artifacts served through the
+# sets up its own (mtc/stack/server.py): PostgreSQL as the backend store, artifacts served through the
 # server (runs record mlflow-artifacts:/ URIs), and MLflow's basic-auth app with its users in a
 # second database, mlflow_auth (created by docker/postgres-init.sql). Everything secret comes
 # from the environment; the auth ini is written at start-up, readable by this user only.

@@ -26,7 +26,7 @@ def main():
         for method, params in METHODS:
             prototype = method_configs()[method](n_clusters=dataset.n_clusters, **params)
             with threadpool_limits(1):
-                outcomes = [run_trial(dataset, prototype, Trial({}, seed)) for seed in range(3)]
+                outcomes = [run_trial(dataset, prototype, Trial({}, seed), None) for seed in range(3)]
             acc = 100 * np.mean([[o.metrics[f"acc/{t}"] for t in dataset.task_names] for o in outcomes], axis=0)
             mmd = (f"  mmd {outcomes[0].metrics['mmd_before']:.4f} -> {outcomes[0].metrics['mmd_after']:.4f}"
                    if "mmd_before" in outcomes[0].metrics else "")

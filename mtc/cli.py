@@ -91,7 +91,7 @@ def output_dir(argv: list[str]) -> Path:
 def launch(hydra_main) -> None:
     """Check the config-group choices and that the output folder takes files (Hydra writes
     there before any of our code runs), then hand over to Hydra."""
-    from mtc.preflight import check_writable
+    from mtc.store.preflight import check_writable
 
     try:
         check_group_overrides(sys.argv[1:])

@@ -21,7 +21,7 @@ One driver runs it: every sweep is planned (config checked, data loaded) before 
 starts; the sweeps whose trials all finished are not touched; the others share one Ray
 session (local, or ``ray.address=`` a cluster) and one Ray Tune run, so trials of different
 sweeps keep every worker busy; each sweep is then reported as ``python -m mtc.sweep`` would,
-and ``python -m mtc.compare`` writes each compare folder. An interrupted study (Ctrl-C,
+and ``python -m mtc.results.compare`` writes each compare folder. An interrupted study (Ctrl-C,
 SIGTERM) closes its runs KILLED and the same command resumes it; a finished study run again
 starts no Ray and regenerates nothing (``--compare`` regenerates the folders anyway).
 Overrides after the study name (``mlflow.tracking_uri=...``, ``ray.address=...``,
@@ -39,10 +39,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from mtc import CONF_DIR, locks, preflight, tracking
+from mtc import CONF_DIR
 from mtc.cli import compose_config, fail
 from mtc.config import settings
 from mtc.errors import InputError
+from mtc.store import preflight, tracking
+from mtc.sweep import locks
 
 STUDY_DIR = CONF_DIR / "study"
 SWEEP_KEYS = {"methods", "data", "experiment", "sizes", "label", "overrides"}
@@ -52,7 +54,7 @@ DRIVER_SETTINGS = ["sweep.verbose=0"]  # the study draws one progress line for a
 
 @dataclass(frozen=True)
 class CompareSpec:
-    """One ``python -m mtc.compare`` of a study: its folder, benchmarks, methods and metric."""
+    """One ``python -m mtc.results.compare`` of a study: its folder, benchmarks, methods and metric."""
 
     out: str
     benchmarks: tuple[str, ...]
@@ -131,7 +133,7 @@ def selected(run, only: list[str]) -> bool:
 
 def plan_study(study: Study, overrides: list[str], only: list[str]) -> list:
     """Every selected sweep's SweepPlan (config checked, data loaded), one per sweep name."""
-    from mtc.sweep import plan_sweep
+    from mtc.sweep.driver import plan_sweep
 
     runs, names = [], {}
     for sweep in study.sweeps:
@@ -158,7 +160,7 @@ def finished_counts(plans: list) -> dict[str, int]:
     found = client.get_experiment_by_name(experiment)
     counts = {}
     for plan in plans:
-        from mtc.sweep import stored_parent
+        from mtc.sweep.driver import stored_parent
 
         parent = stored_parent(client, found.experiment_id, plan) if found else None
         done = set() if parent is None else {
@@ -190,8 +192,17 @@ def run_study(study: Study, plans: list, force_compare: bool = False, compare_ro
     regenerate its compare folders when a sweep ran (or ``force_compare``). Returns what
     happened: ``ran`` and ``finished`` sweep names, ``ray_started``, ``compared`` folders,
     ``seconds``."""
-    from mtc.sweep import (SweepInterrupted, TunerOutcome, abandon, complete, open_sweep, ray_session, reopen_finished,
-                           run_on_ray, store_has_experiment)
+    from mtc.sweep.driver import (
+        SweepInterrupted,
+        TunerOutcome,
+        abandon,
+        complete,
+        open_sweep,
+        ray_session,
+        reopen_finished,
+        run_on_ray,
+        store_has_experiment,
+    )
 
     start = time.perf_counter()
     first = plans[0].run
@@ -258,8 +269,8 @@ def study_locks(plans: list, tracking_uri: str):
 
 
 def run_compares(study: Study, run, root: Path) -> list[Path]:
-    """``python -m mtc.compare`` into each of the study's folders (relative to ``root``)."""
-    from mtc.compare import compare
+    """``python -m mtc.results.compare`` into each of the study's folders (relative to ``root``)."""
+    from mtc.results.compare import compare
 
     written = []
     for spec in study.compares:
@@ -292,7 +303,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the command: bad input is one line and exit 2; an interrupted study exits 130."""
-    from mtc.sweep import SweepInterrupted
+    from mtc.sweep.driver import SweepInterrupted
 
     sys.stdout.reconfigure(line_buffering=True)
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv)

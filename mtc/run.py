@@ -13,7 +13,8 @@ from mtc.config import Settings, Trial, settings
 
 
 def run_once(run: Settings) -> dict[str, float]:
-    from mtc import preflight, tracking
+    from mtc.results.plots import readable_files
+    from mtc.store import preflight, tracking
     from mtc.trial import run_trial, trial_params
 
     preflight.process_env()
@@ -25,9 +26,10 @@ def run_once(run: Settings) -> dict[str, float]:
     client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment, run.tracking.artifact_root)
     mlflow_run = client.create_run(experiment_id, run_name=f"{run.method.name} on {run.data.name} seed={run.seed}",
                                    tags={**tracking.dataset_tags(dataset), **tracking.provenance_tags("python -m mtc.run")})
-    tracking.log_trial(client, mlflow_run.info.run_id, mlflow_run.info.artifact_uri, outcome,
-                       trial_params(run.method.name, prototype, trial, run.data.resolved), dataset.task_names,
-                       readable=True)
+    config = trial_params(run.method.name, prototype, trial, run.data.resolved)
+    names = dataset.task_names
+    tracking.log_trial(client, mlflow_run.info.run_id, mlflow_run.info.artifact_uri, outcome, config, names,
+                       lambda folder: readable_files(folder, outcome, config, names))
     client.set_terminated(mlflow_run.info.run_id, "FINISHED")
     for name in dataset.task_names + ["mean"]:
         print(f"{name:>16}: " + "  ".join(f"{m}={outcome.metrics[f'{m}/{name}']:.4f}" for m in ("acc", "nmi_max", "ari")))

@@ -17,10 +17,6 @@ from mtc.numerics.cache import Cache
 from mtc.record import LabelledMatrix
 from mtc.tasks import MultiTaskDataset
 
-# The cache a worker process gives every fit (solvers with a ``cache`` parameter keep their
-# seed-independent steps in it): in a sweep, Ray reuses a worker for many trials.
-WORKER_CACHE = Cache(size=2)
-
 
 @dataclass(frozen=True)
 class NamedMatrix:
@@ -158,8 +154,10 @@ def trial_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | Non
     return solver
 
 
-def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial,
-              cache: Cache | None = WORKER_CACHE) -> TrialOutcome:
+def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None
+              ) -> TrialOutcome:
+    """Fit one (grid point, seed) and score it; solvers with a ``cache`` parameter keep their
+    seed-independent steps in ``cache`` (None: computed afresh, the same result to the bit)."""
     solver = trial_solver(prototype, trial, cache)
     start = time.perf_counter()
     solver.fit(dataset.matrices)

@@ -3,6 +3,8 @@ each thing once."""
 
 import ast
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,12 @@ from mtc import CONF_DIR
 from mtc.config import RESERVED_PARAMS, method_configs
 
 PACKAGE = Path(mtc.__file__).parent
-PLATFORM = ("config", "trial", "tracking", "plots", "report", "results", "sweep", "reproduce", "run", "cli", "tasks",
-            "record")
+CORE = ("mtc", "mtc.config", "mtc.trial", "mtc.tasks", "mtc.record", "mtc.errors", "mtc.metrics", "mtc.cli",
+        "mtc.numerics.cache", "mtc.data", "mtc.methods.base")
+COMMANDS = ("mtc.run", "mtc.reproduce")
+# package -> the platform packages it may import besides itself and the core (docs/architecture.md)
+LAYERS = {"store": (), "results": ("mtc.store",), "sweep": ("mtc.store", "mtc.results"), "stack": ()}
+PLATFORM_PACKAGES = ("store", "results", "sweep", "stack")
 
 
 def imports(path: Path) -> set[str]:
@@ -51,10 +57,28 @@ def test_data_imports_no_orchestration(path):
     assert {name for name in imports(path) if not name.startswith(allowed)} == set()
 
 
-@pytest.mark.parametrize("stem", PLATFORM)
-def test_platform_modules_name_no_method(stem):
+def platform_modules() -> list[Path]:
+    """Every module outside numerics, methods and data: the core, the packages, the commands."""
+    return sorted(path for path in PACKAGE.rglob("*.py") if path.relative_to(PACKAGE).parts[0] not in
+                  ("numerics", "methods", "data"))
+
+
+def test_every_platform_module_is_in_a_room():
+    rooms = {f"mtc.{stem}" for stem in ("config", "trial", "tasks", "record", "errors", "metrics", "cli", "__init__")}
+    rooms |= set(COMMANDS) | {f"mtc.{package}" for package in PLATFORM_PACKAGES}
+    for path in platform_modules():
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        assert f"mtc.{parts[0]}" in rooms, f"{path.name}: not a room of docs/architecture.md"
+    assert len(platform_modules()) >= 25
+
+
+def name_of(path: Path) -> str:
+    return ".".join(("mtc", *path.relative_to(PACKAGE).with_suffix("").parts))
+
+
+@pytest.mark.parametrize("path", platform_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_platform_modules_name_no_method(path):
     """Orchestration and rendering are generic over the fit record: no method module, no solver class."""
-    path = PACKAGE / f"{stem}.py"
     methods = {name for name in imports(path) if name.startswith("mtc.methods") and
                not name.startswith(("mtc.methods.base", "mtc.methods.validation"))}
     assert methods == set()
@@ -64,13 +88,41 @@ def test_platform_modules_name_no_method(stem):
     assert not identifiers & {cls.__name__ for cls in method_configs().values()}
 
 
-@pytest.mark.parametrize("stem", ["compare", "run", "results", "size_curves", "report"])
-def test_reading_results_never_imports_the_ray_driver(stem):
-    assert not {name for name in imports(PACKAGE / f"{stem}.py") if name.startswith(("mtc.sweep", "mtc.progress"))}
+def within(name: str, allowed) -> bool:
+    return any(name == root or name.startswith(root + ".") for root in allowed)
+
+
+@pytest.mark.parametrize("path", [p for p in platform_modules() if p.parent != PACKAGE],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_package_imports_only_the_layers_below_it(path):
+    package = path.relative_to(PACKAGE).parts[0]
+    allowed = (f"mtc.{package}", *CORE, *LAYERS[package])
+    assert {name for name in imports(path) if not within(name, allowed)} == set()
+
+
+@pytest.mark.parametrize("path", [p for p in platform_modules() if p.parent == PACKAGE and name_of(p) not in COMMANDS],
+                         ids=lambda p: p.name)
+def test_the_core_imports_no_platform_package(path):
+    found = {name for name in imports(path) if within(name, [f"mtc.{p}" for p in PLATFORM_PACKAGES] + list(COMMANDS))}
+    assert found <= ({"mtc.store.preflight", "mtc.store.preflight.check_writable"} if path.stem == "cli" else set())
+
+
+@pytest.mark.parametrize("path", [PACKAGE / "run.py", *sorted((PACKAGE / "results").glob("*.py"))],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_reading_results_never_imports_the_ray_driver(path):
+    """compare, run and reading results back need no Ray: none imports mtc.sweep, lazily or not."""
+    assert not {name for name in imports(path) if within(name, ["mtc.sweep"])}
+
+
+def test_reading_results_loads_neither_ray_nor_the_driver():
+    code = ("import sys, mtc.run, mtc.results.compare, mtc.results.reading, mtc.results.plots; "
+            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'mtc.sweep'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_config_imports_no_tracking_and_data_no_config():
-    assert not {n for n in imports(PACKAGE / "config.py") if n.startswith(("mtc.tracking", "mtc.sweep", "mtc.trial"))}
+    assert not {n for n in imports(PACKAGE / "config.py") if within(n, ["mtc.store", "mtc.sweep", "mtc.trial"])}
     assert not {n for n in imports(PACKAGE / "data" / "__main__.py") if n.startswith("mtc.config")}
 
 

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mtc import tracking
+from mtc.store import tracking
 
 PLUGIN = Path(__file__).parent / "plugin"
 

@@ -1,4 +1,4 @@
-"""python -m mtc.compare on a real MLflow store: three tiny sweeps (kmeans, kernel k-means, symmetric
+"""python -m mtc.results.compare on a real MLflow store: three tiny sweeps (kmeans, kernel k-means, symmetric
 NMF on hard synthetic data) run in-process, then the comparison's numbers recomputed from the
 child runs with scipy and scikit-posthocs."""
 
@@ -13,13 +13,13 @@ import scikit_posthocs
 from matplotlib.image import imread
 from scipy import stats
 
-from mtc import tracking
 from mtc.cli import compose_config
-from mtc.compare import cell_frame, compare, grid_statistics, main, parse_point
-from mtc.results import Sweep, newest_per_pair
 from mtc.config import settings
-from mtc.report import PointSummary
-from mtc.sweep import run_sweep
+from mtc.results.compare import cell_frame, compare, grid_statistics, main, parse_point
+from mtc.results.reading import Sweep, newest_per_pair
+from mtc.results.report import PointSummary
+from mtc.store import tracking
+from mtc.sweep.driver import run_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def compared(store):
     """The command run as a user runs it; its output folder and what it printed."""
     tmp, uri = store
     out = tmp / "out"
-    done = subprocess.run([sys.executable, "-m", "mtc.compare", "--tracking-uri", uri, "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "mtc.results.compare", "--tracking-uri", uri, "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return out, done.stdout
@@ -236,7 +236,7 @@ def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
 
 
 def test_size_curves_order_sizes_numerically_and_skip_unpooled_sweeps():
-    from mtc.size_curves import size_curve_frame, size_of
+    from mtc.results.size_curves import size_curve_frame, size_of
 
     trials = pd.DataFrame({"point": "a=1", "seed": ["n100/0", "n100/1", "n20/0", "n20/1"],
                            "acc/mean": [0.9, 0.7, 0.5, 0.6]})
@@ -251,7 +251,7 @@ def test_size_curves_order_sizes_numerically_and_skip_unpooled_sweeps():
 
 
 def test_an_unfinished_sweep_newer_than_a_finished_one_is_named_beside_it():
-    from mtc.results import unfinished_notes
+    from mtc.results.reading import unfinished_notes
 
     def run(run_id, start, status):
         return SimpleNamespace(info=SimpleNamespace(run_id=run_id, run_name="kkm-synthetic", start_time=start,
@@ -338,7 +338,7 @@ def test_grid_points_parse_and_extra_parameters_are_averaged_per_seed():
 
 
 def test_a_sweep_of_one_grid_point_gets_no_heatmap(tmp_path):
-    from mtc.compare import sweep_heatmap
+    from mtc.results.compare import sweep_heatmap
 
     trials = pd.DataFrame({"point": ["a=1,b=2"] * 3 + ["a=2,b=2"] * 3, "seed": list("012") * 2,
                            "acc/mean": [0.5, 0.6, 0.7, 0.8, 0.8, 0.9]})
@@ -353,7 +353,7 @@ def test_a_sweep_of_one_grid_point_gets_no_heatmap(tmp_path):
 def test_the_label_free_criteria_are_ranked_by_the_accuracy_they_lose():
     import pandas as pd
 
-    from mtc.compare import criteria_table
+    from mtc.results.compare import criteria_table
 
     rows = [("a", "acc", 0.9), ("a", "silhouette", 0.9), ("a", "objective", 0.7),
             ("b", "acc", 0.8), ("b", "silhouette", 0.75), ("b", "objective", 0.8)]
@@ -366,7 +366,7 @@ def test_the_label_free_criteria_are_ranked_by_the_accuracy_they_lose():
 
 
 def test_the_overview_shows_each_benchmarks_task_mean_with_the_highest_in_bold():
-    from mtc.compare import overview_table
+    from mtc.results.compare import overview_table
 
     rows = [("x", "a", 0.9, 0.01), ("x", "b", 0.8, 0.02), ("y", "a", 0.5, 0.1), ("y", "b", 0.5, 0.0)]
     cells = pd.DataFrame([{"benchmark": bench, "method": m, "task": task, "metric": "acc", "selection": "acc",

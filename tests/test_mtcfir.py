@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCFIR, MTCFIRnF, MTCFIRnI, MTCFIRnR
-from mtc.config import Trial
+from mtc.metrics import accuracy
 from mtc.numerics.affinity import squared_distances
 from mtc.numerics.cache import Cache
 from mtc.numerics.consistent_similarity import adaptive_neighbours, distance_matrices, relation_matrices, task_weights
 from mtc.numerics.msda import msda_features, msda_layer
-from mtc.metrics import accuracy
 from mtc.trial import run_trial
 
 
@@ -96,9 +96,10 @@ def test_ablation_switches(planted):
 
 
 def test_trial_logs_task_weights_and_mmd(planted, tmp_path):
-    from mtc import tracking
+    from mtc.results.plots import readable_files
+    from mtc.store import tracking
 
-    outcome = run_trial(planted, MTCFIR(n_clusters=planted.n_clusters, neighbour_ratio=0.3), Trial({}, 0))
+    outcome = run_trial(planted, MTCFIR(n_clusters=planted.n_clusters, neighbour_ratio=0.3), Trial({}, 0), None)
     weights = outcome.matrices["task_weights"]
     assert weights.blocks[(0, 0)].shape == (2, 2) and weights.row_names[0] == planted.task_names
     assert {"mmd_before", "mmd_after"} <= set(outcome.metrics)
@@ -108,7 +109,7 @@ def test_trial_logs_task_weights_and_mmd(planted, tmp_path):
     run = client.create_run(tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts")))
     config = {"method": "mtcfir", "params": {}, "seed": 0, "data": {"name": "planted"}}
     tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, config, planted.task_names,
-                       readable=True)
+                       lambda folder: readable_files(folder, outcome, config, planted.task_names))
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {f"{stem}.{ext}" for stem in ("task_weights", "ideal_task_weights") for ext in ("csv", "png")} <= names
     arrays = tracking.load_trial_arrays(client, run.info.run_id, run.info.artifact_uri)

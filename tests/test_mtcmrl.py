@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from mtc.cli import configured_dataset
 from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
@@ -83,7 +84,7 @@ def test_snmf_lr_is_mtcmrl_without_cross_task_terms(planted):
 
 def test_shared_clusters_are_most_related_after_mapping_to_classes():
     dataset = make_synthetic(n_tasks=2, n_clusters=4, n_shared=2, seed=0)
-    outcome = run_trial(dataset, MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0), Trial({}, 0))
+    outcome = run_trial(dataset, MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0), Trial({}, 0), None)
     assert outcome.metrics["acc/mean"] == 1.0
     relatedness = outcome.matrices["G"]
     G = relatedness.blocks[(0, 1)]

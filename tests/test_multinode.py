@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from mtc import tracking
 from mtc.cli import compose_config
 from mtc.config import settings
-from mtc.loopback import free_port, loopback_cluster
-from mtc.sweep import run_sweep
+from mtc.stack.loopback import free_port, loopback_cluster
+from mtc.store import tracking
+from mtc.sweep.driver import run_sweep
 
 pytestmark = pytest.mark.slow
 PLUGIN = Path(__file__).parent / "plugin"
@@ -68,7 +68,7 @@ def tracking_server():
     loopback in a fresh folder; stopped (only what it started) after the module's tests."""
     import tempfile
 
-    from mtc import stack
+    from mtc.stack import server as stack
 
     root = Path(tempfile.mkdtemp(prefix="mtc-stack-", dir="/var/tmp"))  # reachable by the postgres user
     patch = pytest.MonkeyPatch()
@@ -156,7 +156,8 @@ def test_cluster_sweep_against_a_tracking_server_on_postgresql(two_node_cluster,
 def test_a_study_on_the_cluster_against_the_server(two_node_cluster, tracking_server, tmp_path, monkeypatch):
     """tests/studies/tiny.yaml (two methods x two benchmarks) in one driver across both nodes,
     logged to the PostgreSQL-backed server, then compared from it; run again, it starts no Ray."""
-    from mtc import reproduce, sweep
+    from mtc import reproduce
+    from mtc.sweep import driver as sweep
 
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
@@ -225,7 +226,7 @@ def test_two_sweeps_at_once_against_the_server_lose_no_run(two_node_cluster, tra
 
 def test_a_tracking_server_restarted_mid_sweep_loses_no_result(two_node_cluster, tracking_server, tmp_path,
                                                                monkeypatch):
-    from mtc import stack
+    from mtc.stack import server as stack
 
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")

@@ -1,7 +1,8 @@
 import numpy as np
 from PIL import Image
 
-from mtc.plots import block_heatmap, heatmap_layout
+from mtc.numerics.cache import Cache
+from mtc.results.plots import block_heatmap, heatmap_layout
 from mtc.trial import NamedMatrix
 
 
@@ -18,10 +19,13 @@ def test_reused_heatmap_frame_shows_exactly_the_current_matrices(tmp_path):
         return {(0, 1): rng.dirichlet(np.ones(3), 2), (1, 0): rng.dirichlet(np.ones(2), 3)}
 
     first, second = blocks(), blocks()
-    pictures = []
+    pictures, frames = [], Cache(size=4)
     for i, matrices in enumerate((first, second, first)):
-        block_heatmap(named(matrices), str(tmp_path / f"{i}.png"))
+        block_heatmap(named(matrices), str(tmp_path / f"{i}.png"), frames)
         pictures.append(np.asarray(Image.open(tmp_path / f"{i}.png")))
+    assert len(frames.results["heatmap"]) == 1  # one layout, one frame drawn
+    block_heatmap(named(second), str(tmp_path / "fresh.png"))  # no cache: a frame of its own
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "fresh.png")), pictures[1])
     assert pictures[0].shape == pictures[1].shape and pictures[0].shape[2] == 4
     assert not np.array_equal(pictures[0], pictures[1])  # the new matrices are drawn
     np.testing.assert_array_equal(pictures[0], pictures[2])  # and nothing of the previous draw is left
@@ -44,7 +48,7 @@ def test_layout_places_every_block_and_names_its_entries():
 def test_figures_are_at_least_1000_px_wide_and_identical_seeds_are_said_to_overlap(tmp_path):
     import matplotlib.image
 
-    from mtc.plots import convergence_plot, same_traces
+    from mtc.results.plots import convergence_plot, same_traces
 
     traces = {"seed 0": np.array([4.0, 2.0, 1.0]), "seed 1": np.array([4.0, 2.0, 1.0]), "seed 2": np.array([5.0, 1.0])}
     assert same_traces(traces) == [["seed 0", "seed 1"], ["seed 2"]]

@@ -4,8 +4,8 @@ import sys
 
 import numpy as np
 
-from mtc import tracking
-from mtc.relocate import relocate_if_moved
+from mtc.store import tracking
+from mtc.store.relocate import relocate_if_moved
 
 
 def make_store(folder):
@@ -23,7 +23,7 @@ def make_store(folder):
 
 
 def relocate(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "mtc.relocate", *args], cwd=cwd, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "mtc.store.relocate", *args], cwd=cwd, capture_output=True, text=True)
 
 
 def test_a_moved_local_store_finds_its_artifacts_again_after_relocate(tmp_path):

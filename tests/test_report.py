@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from mtc.report import TrialRecord, best_point, grid_csv, report_markdown, summarize, why_no_point
+from mtc.results.report import TrialRecord, best_point, grid_csv, report_markdown, summarize, why_no_point
 
 
 def record(point, acc, objective, status="FINISHED"):
@@ -40,7 +40,7 @@ def test_no_finished_trial_is_an_error():
 
 
 def test_a_tie_on_accuracy_is_broken_by_nmi_then_grid_order_and_reported():
-    from mtc.report import tied
+    from mtc.results.report import tied
 
     rows = [record("a=1", 0.9, 3.0), record("a=2", 0.9, 2.0), record("a=3", 0.9, 1.0)]
     rows[2].metrics["nmi_max/mean"] = 0.95  # same accuracy, higher NMI
@@ -55,7 +55,7 @@ def test_a_tie_on_accuracy_is_broken_by_nmi_then_grid_order_and_reported():
 
 
 def test_values_equal_up_to_rounding_are_a_tie_broken_by_grid_order():
-    from mtc.report import tied
+    from mtc.results.report import tied
 
     rows = [record("a=1", 0.9, 3.0), record("a=2", 0.9, 3.0), record("a=3", 0.5, 3.0)]
     for row, silhouette in zip(rows, (0.4311, 0.4311 * (1 + 1e-15), 0.2)):
@@ -69,7 +69,7 @@ def test_values_equal_up_to_rounding_are_a_tie_broken_by_grid_order():
 
 
 def test_label_free_choices_and_their_accuracy():
-    from mtc.report import with_stability
+    from mtc.results.report import with_stability
 
     rows = [record("a=1", 0.9, 3.0), record("a=1", 0.7, 3.0), record("a=2", 0.5, 1.0), record("a=2", 0.5, 1.0)]
     for row, silhouette, relative in zip(rows, (0.4, 0.2, 0.1, 0.1), (0.5, 0.5, 0.9, 0.9)):

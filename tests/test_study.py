@@ -14,7 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mtc import reproduce, sweep, tracking
+from mtc import reproduce
+from mtc.store import tracking
+from mtc.sweep import driver as sweep
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mtc import tracking
 from mtc.cli import compose_config
 from mtc.config import Trial, settings
-from mtc.sweep import run_sweep
+from mtc.store import tracking
+from mtc.sweep.driver import run_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -186,7 +186,7 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
 def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_path, plugin_path, monkeypatch):
     import ray
 
-    from mtc import sweep
+    from mtc.sweep import driver as sweep
 
     cfg = sweep_config(tmp_path, "++method.grid.fail=[false]")
     first = run_sweep(settings(cfg))
@@ -220,7 +220,7 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
     assert sorted(runs) == [0, 1, 2]
     finals = []
     for seed, child in runs.items():  # each seed's child run clustered that seed's draw
-        expected = run_trial(run.data.load(seed), run.method.prototype(n_clusters=[4, 4]), Trial({}, seed))
+        expected = run_trial(run.data.load(seed), run.method.prototype(n_clusters=[4, 4]), Trial({}, seed), None)
         assert child.data.metrics["objective/final"] == pytest.approx(expected.metrics["objective/final"], rel=1e-9)
         assert child.data.metrics["n_samples/task1"] == 40
         finals.append(child.data.metrics["objective/final"])
@@ -231,7 +231,7 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
     assert not any("stability/mean" in s.mean for s in result.summaries)
     assert "no stability criterion" in report and "best_by_stability/stability/mean" not in parent.data.metrics
     assert "mtc.best_by_silhouette" in parent.data.tags  # the other label-free criteria stay
-    from mtc.compare import compare
+    from mtc.results.compare import compare
 
     compared = compare(result.tracking_uri, "mtc", tmp_path / "compare", log=False)
     (sweep,) = compared["comparison"].sweeps
@@ -248,7 +248,7 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
     import sys
     import urllib.request
 
-    from mtc.loopback import free_port, wait_for_port
+    from mtc.stack.loopback import free_port, wait_for_port
 
     _, tmp, result, _ = finished_sweep
     port = free_port()

@@ -3,22 +3,23 @@ import time
 
 import numpy as np
 
-from mtc import tracking
 from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCMRL
+from mtc.results.plots import readable_files
+from mtc.store import tracking
 from mtc.trial import run_trial
 
 
 def logged_artifacts(tmp_path, readable):
     dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)
-    outcome = run_trial(dataset, MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5), Trial({}, 0))
+    outcome = run_trial(dataset, MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5), Trial({}, 0), None)
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
     run = client.create_run(experiment, tags={"mtc.node_id": "n1"})
     config = {"alpha": 1.0, "method": "mtcmrl", "seed": 0, "data": {"name": "synthetic", "params": {"n_tasks": 2}}}
-    tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, config, dataset.task_names,
-                       readable=readable)
+    files = (lambda folder: readable_files(folder, outcome, config, dataset.task_names)) if readable else None
+    tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, config, dataset.task_names, files)
     logged = client.get_run(run.info.run_id)
     assert logged.data.tags["mtc.node_id"] == "n1" and logged.data.params["alpha"] == "1.0"
     assert logged.data.params["data.name"] == "synthetic" and "data.params.n_tasks" not in logged.data.params
@@ -70,7 +71,7 @@ def test_the_metric_trace_keeps_first_and_last_log_spaced_and_the_artifact_every
 
 
 def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tmp_path):
-    from mtc.sweep import SweepJob, fit_and_log
+    from mtc.sweep.driver import SweepJob, fit_and_log
 
     (tmp_path / "a-file").write_text("not a folder")
     dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)

@@ -98,7 +98,7 @@ def build_newsgroups(paths, *, tasks: list[dict], text: dict, splits: list[str] 
     every task that uses the group (NG2, NG3); ``samples_per_task`` then subsamples each task
     evenly over its classes (SMT-NMF)."""
     groups = sorted({g for task in tasks for g in task["groups"]})
-    posts = dict(read_newsgroups(paths["20news"], tuple(groups), tuple(splits), strip_headers))  # a copy: memoised
+    posts = dict(read_newsgroups(paths["20news"], tuple(groups), tuple(splits), strip_headers))  # a copy: read-only
     rng = np.random.default_rng(seed)
     if per_class is not None:
         for group in groups:

@@ -1,9 +1,10 @@
 """Readers of the raw corpora (archives read in place, never unpacked to disk).
 
 Each reader returns plain documents with their labels; compositions decide which to keep.
-The text readers keep their last results in memory (arguments must be hashable; callers
-must not modify what they return), so that drawing many samples from one corpus (a data
-config with ``draw: per_seed``) reads the archive once per process.
+The text readers keep their last results in memory (arguments must be hashable), so that
+drawing many samples from one corpus (a data config with ``draw: per_seed``) reads the
+archive once per process. What they return is immutable (read-only mappings of tuples), since
+every later caller in the process gets the same object.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tarfile
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -33,8 +35,8 @@ def html_to_text(page: bytes, keep_http_header: bool = False) -> str:
 
 @lru_cache(maxsize=2)
 def read_webkb(path: Path, classes: tuple[str, ...], universities: tuple[str, ...],
-               keep_http_header: bool = False) -> dict[tuple[str, str], list[tuple[str, str]]]:
-    """{(university, class): [(page name, text), ...]} for the requested pages, sorted by name."""
+               keep_http_header: bool = False) -> MappingProxyType:
+    """{(university, class): ((page name, text), ...)} for the requested pages, sorted by name."""
     wanted = {(u, c) for u in universities for c in classes}
     pages = defaultdict(list)
     with tarfile.open(path, "r:xz") as archive:
@@ -43,7 +45,7 @@ def read_webkb(path: Path, classes: tuple[str, ...], universities: tuple[str, ..
             if member.isfile() and len(parts) == 4 and (parts[2], parts[1]) in wanted:
                 text = html_to_text(archive.extractfile(member).read(), keep_http_header)
                 pages[(parts[2], parts[1])].append((parts[3], text))
-    return {key: sorted(docs) for key, docs in pages.items()}
+    return MappingProxyType({key: tuple(sorted(docs)) for key, docs in pages.items()})
 
 
 REUTERS_DOC = re.compile(r"<REUTERS([^>]*)>(.*?)</REUTERS>", re.S)
@@ -57,8 +59,9 @@ def _field(pattern: str, text: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def read_reuters(path: Path) -> list[dict]:
-    """Every Reuters-21578 document: attributes, topics, places, people, orgs, title, body."""
+def read_reuters(path: Path) -> tuple[MappingProxyType, ...]:
+    """Every Reuters-21578 document (read-only): attributes, topics, places, people, orgs (tuples),
+    title, body."""
     docs = []
     with tarfile.open(path, "r:xz") as archive:
         for member in sorted(archive.getmembers(), key=lambda m: m.name):
@@ -68,18 +71,18 @@ def read_reuters(path: Path) -> list[dict]:
             for attributes, body in REUTERS_DOC.findall(text):
                 doc = dict(ATTRIBUTE.findall(attributes))
                 for field in ("TOPICS", "PLACES", "PEOPLE", "ORGS"):
-                    doc[field.lower()] = D_ITEM.findall(_field(rf"<{field}>(.*?)</{field}>", body) or "")
+                    doc[field.lower()] = tuple(D_ITEM.findall(_field(rf"<{field}>(.*?)</{field}>", body) or ""))
                 doc["title"] = html.unescape(_field(r"<TITLE>(.*?)</TITLE>", body) or "")
                 raw_body = _field(r"<BODY>(.*?)</BODY>", body)
                 doc["body"] = None if raw_body is None else html.unescape(raw_body)
-                docs.append(doc)
-    return docs
+                docs.append(MappingProxyType(doc))
+    return tuple(docs)
 
 
 @lru_cache(maxsize=2)
 def read_newsgroups(path: Path, groups: tuple[str, ...], splits=("train", "test"), strip_headers: bool = True
-                    ) -> dict[str, list[tuple[str, str]]]:
-    """{group: [(split/article, text), ...]} sorted by article; headers stripped by default."""
+                    ) -> MappingProxyType:
+    """{group: ((split/article, text), ...)} sorted by article; headers stripped by default."""
     wanted = set(groups)
     posts = defaultdict(list)
     with tarfile.open(path, "r:xz") as archive:
@@ -94,7 +97,7 @@ def read_newsgroups(path: Path, groups: tuple[str, ...], splits=("train", "test"
             if strip_headers:
                 text = text.partition("\n\n")[2]
             posts[parts[1]].append((f"{split}/{int(parts[2]):06d}", text))
-    return {group: sorted(docs) for group, docs in posts.items()}
+    return MappingProxyType({group: tuple(sorted(docs)) for group, docs in posts.items()})
 
 
 def read_usps(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ import os
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +50,10 @@ def open_store(uri: str, experiment: str, artifact_root: str | None):
     SQLite store runs MLflow's schema migrations, which race between processes
     (``alembic ... Online migration expected to match one row``): it is serialised by a
     file lock beside the store. A local store that was moved is pointed at
-    ``artifact_root`` (mtc.relocate.relocate_if_moved) before anything is logged."""
+    ``artifact_root`` (mtc.store.relocate.relocate_if_moved) before anything is logged."""
     from filelock import FileLock
 
-    from mtc.relocate import relocate_if_moved
+    from mtc.store.relocate import relocate_if_moved
 
     client = client_for(uri)
     if not uri.startswith("sqlite:///"):
@@ -281,13 +282,12 @@ def run_params(trial_config: dict) -> dict:
 
 
 def log_trial(client, run_id: str, artifact_uri: str, outcome, trial_config: dict, task_names: list[str],
-              readable: bool = False) -> None:
+              extra_files: Callable[[Path], None] | None = None) -> None:
     """Log one trial in batched writes: its params and metrics (scores, fit scalars, and the
     objective trace at CHART_POINTS log-spaced steps at most) in one ``log_batch``, and
-    everything else in one compressed artifact (trial_arrays). With ``readable`` (a single run,
-    or ``mlflow.readable_trial_files=true``), also the files a person opens one by one: config.json,
-    labels.csv, objective_trace.csv, a labelled CSV per matrix block, a heatmap PNG per matrix
-    and the convergence PNG (each figure costs 0.1-0.2 s of CPU)."""
+    everything else in one compressed artifact (trial_arrays). ``extra_files(folder)`` writes
+    more files to upload beside it (mtc.results.plots.readable_files: the files a person opens
+    one by one, for a single run or ``mlflow.readable_trial_files=true``)."""
     import mlflow.entities as entities
 
     now = int(time.time() * 1000)
@@ -298,8 +298,8 @@ def log_trial(client, run_id: str, artifact_uri: str, outcome, trial_config: dic
                      params=[entities.Param(k, v[:6000]) for k, v in flatten(run_params(trial_config)).items()])
     with tempfile.TemporaryDirectory() as tmp:
         np.savez_compressed(os.path.join(tmp, TRIAL_ARTIFACT), **trial_arrays(outcome, trial_config, task_names))
-        if readable:
-            readable_files(Path(tmp), outcome, trial_config, task_names)
+        if extra_files is not None:
+            extra_files(Path(tmp))
         artifact_repository(client, artifact_uri).log_artifacts(tmp)
 
 
@@ -310,28 +310,6 @@ def artifact_repository(client, artifact_uri: str):
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     return get_artifact_repository(artifact_uri, tracking_uri=client.tracking_uri)
-
-
-def readable_files(folder: Path, outcome, trial_config: dict, task_names: list[str]) -> None:
-    """The trial's files for a person: config.json, labels.csv, objective_trace.csv, a labelled
-    CSV per matrix block, a heatmap PNG per matrix and the convergence PNG."""
-    from mtc.plots import block_heatmap, convergence_plot
-
-    (folder / "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
-    with open(folder / "labels.csv", "w") as handle:
-        handle.write("task,sample,label\n")
-        for task, labels in zip(task_names, outcome.labels):
-            np.savetxt(handle, np.column_stack([np.arange(labels.size), labels]), fmt=f"{task},%d,%d")
-    trace = outcome.objective_trace
-    np.savetxt(folder / "objective_trace.csv", np.column_stack([np.arange(trace.size), trace]),
-               fmt=["%d", "%.10g"], delimiter=",", header="step,objective", comments="")
-    convergence_plot({f"seed {trial_config['seed']}": trace}, str(folder / "convergence.png"),
-                     f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
-    for name, matrix in outcome.matrices.items():
-        for (i, j), block in matrix.blocks.items():
-            labelled_csv(str(folder / f"{block_stem(name, matrix.row_groups[i], matrix.col_groups[j])}.csv"), block,
-                         matrix.row_names[i], matrix.col_names[j])
-        block_heatmap(matrix, str(folder / f"{name}.png"))
 
 
 def load_trial_arrays(client, run_id: str, artifact_uri: str) -> dict[str, np.ndarray] | None:
@@ -357,7 +335,7 @@ def artifact_path(client, run_id: str, artifact_uri: str, name: str, tmp: str) -
         folder = Path(unquote(urlparse(artifact_uri).path))
         if not folder.is_dir():
             raise InputError(f"run {run_id}: its artifact folder {folder} is gone; if the store was moved, "
-                             "run python -m mtc.relocate beside it (README: moving a local store)")
+                             "run python -m mtc.store.relocate beside it (README: moving a local store)")
         return folder / name if (folder / name).is_file() else None
     try:
         return Path(client.download_artifacts(run_id, name, tmp))
@@ -395,12 +373,6 @@ def block_stem(name: str, row_group: str, col_group: str) -> str:
     return f"{name}_{groups}" if groups else name
 
 
-def labelled_csv(path: str, matrix: np.ndarray, row_names: list[str], col_names: list[str]) -> None:
-    with open(path, "w") as handle:
-        handle.write("row," + ",".join(col_names) + "\n")
-        handle.writelines(f"{label}," + ",".join(f"{v:.6g}" for v in row) + "\n" for label, row in zip(row_names, matrix))
-
-
 def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: str, grid: dict) -> None:
     """Best-point means as parent metrics ("best_by_<selection>/<metric>/mean"), points as
     tags, the report as the run's description (the MLflow UI shows it on the run's page)
@@ -418,16 +390,6 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
     params = [Param(f"swept.{key}", json.dumps(values)[:6000]) for key, values in sorted(grid.items())]
     existing = client.get_run(parent_id).data.params  # a resumed sweep logged them already
     client.log_batch(parent_id, metrics=metrics, tags=tags, params=[p for p in params if p.key not in existing])
-
-
-def log_convergence_figure(client, parent_id: str, runs: dict[str, tuple[str, str]], path: Path, title: str) -> None:
-    """One PNG of the objective trace (every step) of every run ({label: (run id, artifact
-    URI)}), logged to the parent run."""
-    from mtc.plots import convergence_plot
-
-    traces = {label: load_objective_trace(client, run_id, uri) for label, (run_id, uri) in runs.items()}
-    convergence_plot(traces, str(path), title)
-    client.log_artifact(parent_id, str(path))
 
 
 def fail_run(client, run_id: str, error: BaseException) -> None:

@@ -2,7 +2,7 @@
 
 Hydra composes the config; mtc.config reads and checks all of it (every grid point against
 the solver's constraints) before anything runs. The driver then checks that the Ray cluster, the output folder and
-the tracking store can be used (mtc.preflight), takes its locks (mtc.locks), loads the
+the tracking store can be used (mtc.store.preflight), takes its locks (mtc.sweep.locks), loads the
 dataset once, starts or joins Ray, creates the MLflow parent run, hands the
 dataset (or, for a data config with ``draw: per_seed``, every seed's draw) and a validated
 prototype solver to the trials through Ray's object store
@@ -29,13 +29,25 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from mtc import locks, preflight, tracking
-from mtc.cli import CONF_DIR, exit_on_bad_input, launch
-from mtc.config import Settings, TrackingSettings, Trial, seed_batches, seeds_per_trial, settings, stable_hash, trial_list
+from mtc.cli import CONF_DIR, exit_on_bad_input
+from mtc.config import (
+    Settings,
+    TrackingSettings,
+    Trial,
+    seed_batches,
+    seeds_per_trial,
+    settings,
+    stable_hash,
+    trial_list,
+)
 from mtc.errors import InputError
-from mtc.preflight import UnreachableError
-from mtc.report import PointSummary, data_note, grid_csv, report_markdown
-from mtc.results import chosen_points, point_summaries, trial_records
+from mtc.numerics.cache import Cache
+from mtc.results.plots import log_convergence_figure, readable_files
+from mtc.results.reading import chosen_points, point_summaries, trial_records
+from mtc.results.report import PointSummary, data_note, grid_csv, report_markdown
+from mtc.store import preflight, tracking
+from mtc.store.preflight import UnreachableError
+from mtc.sweep import locks
 from mtc.trial import trial_params
 
 
@@ -113,7 +125,7 @@ class SweepResult:
 
 
 def plan_sweep(run: Settings) -> SweepPlan:
-    """Check the output folder and the artifact folder (mtc.preflight) and load the data; creates nothing."""
+    """Check the output folder and the artifact folder (mtc.store.preflight) and load the data; creates nothing."""
     sweep = run.sweep
     output_dir = sweep.output_dir / sweep.name
     preflight.check_writable(output_dir)
@@ -200,6 +212,19 @@ def sweep_trainable(config, *, jobs, batches):
                  "seeds": len(accuracies), "failed_seeds": failed})
 
 
+@dataclass(frozen=True)
+class WorkerCaches:
+    """What a worker process keeps between its trials (Ray reuses a worker for many): the
+    solvers' seed-independent steps (``cache`` parameters, mtc.numerics.cache) and the heatmap
+    frames of readable trial files (mtc.results.plots.block_heatmap)."""
+
+    fits: Cache = field(default_factory=lambda: Cache(size=2))
+    figures: Cache = field(default_factory=lambda: Cache(size=4))
+
+
+WORKER_CACHES = WorkerCaches()  # the only state a worker process keeps between trials
+
+
 def fit_and_log(client, job: SweepJob, trial: Trial, cpus: int, tags: dict) -> dict | None:
     """Fit one (grid point, seed) with ``cpus`` BLAS threads, then create its child run (started
     at the fit's start) and log it; returns its metrics, or None when the fit or its logging
@@ -212,11 +237,13 @@ def fit_and_log(client, job: SweepJob, trial: Trial, cpus: int, tags: dict) -> d
     run = None
     try:
         with threadpool_limits(limits=cpus):
-            outcome = run_trial(job.datasets[trial.seed], job.prototype, trial)
+            outcome = run_trial(job.datasets[trial.seed], job.prototype, trial, WORKER_CACHES.fits)
         run = tracking.create_trial_run(client, job.experiment_id, job.parent_id, trial, tags, start_ms)
-        tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome,
-                           trial_params(job.method, job.prototype, trial, job.data_config),
-                           job.datasets[trial.seed].task_names, readable=job.readable)
+        config = trial_params(job.method, job.prototype, trial, job.data_config)
+        names = job.datasets[trial.seed].task_names
+        readable = (lambda folder: readable_files(folder, outcome, config, names, WORKER_CACHES.figures))
+        tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, config, names,
+                           readable if job.readable else None)
     except Exception as error:
         if run is None:
             run = tracking.create_trial_run(client, job.experiment_id, job.parent_id, trial, tags, start_ms)
@@ -294,7 +321,7 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
     import ray
     from ray import tune
 
-    from mtc.progress import ProgressLine
+    from mtc.sweep.progress import ProgressLine
 
     sweep = run.sweep
     slots = cpus // sweep.cpus_per_trial
@@ -374,8 +401,8 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
         for selection in ("acc", "objective"):
             runs = {f"seed {r.seed}": (r.run_id, r.artifact_uri) for r in records
                     if r.point == best[selection].point and r.status == "FINISHED"}
-            tracking.log_convergence_figure(client, parent_id, runs, out / f"convergence_best_by_{selection}.png",
-                                            f"{run.method.name} on {run.data.name}, {best[selection].point}")
+            log_convergence_figure(client, parent_id, runs, out / f"convergence_best_by_{selection}.png",
+                                   f"{run.method.name} on {run.data.name}, {best[selection].point}")
         tracking.log_sweep_summary(client, parent_id, best, sum(s.n_failed for s in summaries), markdown,
                                    run.method.grid)
         client.set_terminated(parent_id, "FINISHED")
@@ -414,7 +441,7 @@ def run_sweep(run: Settings) -> SweepResult:
     """Run (or resume) a sweep; returns its SweepResult.
 
     Before anything is created the Ray address, the output folder and the tracking store are
-    checked (mtc.preflight); the data is loaded; the driver takes its locks (mtc.locks): one
+    checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.sweep.locks): one
     live driver per sweep, one live sweep per SQLite store. A sweep whose trials all finished
     is reported from the store without starting Ray. Otherwise Ray is started or joined
     before any MLflow run is created."""
@@ -470,7 +497,3 @@ def main(cfg: DictConfig) -> None:
     except KeyboardInterrupt:
         print("interrupted before any MLflow run was created", file=sys.stderr)
         sys.exit(130)
-
-
-if __name__ == "__main__":
-    launch(main)

@@ -1,14 +1,14 @@
 """Reading results back from an MLflow store: the one place that does it, for the sweep's
-report, ``mtc.run``, ``mtc.compare`` and ``mtc.reproduce``.
+report, ``mtc.run``, ``mtc.results.compare`` and ``mtc.reproduce``.
 
 - ``open_experiment``: a client of an existing store (a moved local store is relocated
   first) and the experiment's id;
 - ``trial_records``: a sweep's child runs as TrialRecord;
 - ``point_summaries``: mean and std per grid point, with the stability across seeds;
-- ``chosen_points``: the grid point of every selection of ``mtc.report.SELECTIONS``;
+- ``chosen_points``: the grid point of every selection of ``mtc.results.report.SELECTIONS``;
 - ``finished_sweeps``: every finished sweep of an experiment (the newest per benchmark and
   method; sample sizes pooled as ``<data>@<n1>+<n2>``) as a ``Sweep``: its chosen points and
-  one row per trial (what ``mtc.compare`` compares).
+  one row per trial (what ``mtc.results.compare`` compares).
 
 Nothing here starts Ray or writes to the store.
 """
@@ -22,10 +22,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mtc import preflight, tracking
 from mtc.errors import InputError
-from mtc.report import SELECTIONS, PointSummary, TrialRecord, best_point, summarize, why_no_point, with_stability
-from mtc.size_curves import SIZE_SEPARATOR
+from mtc.results.report import (
+    SELECTIONS,
+    PointSummary,
+    TrialRecord,
+    best_point,
+    summarize,
+    why_no_point,
+    with_stability,
+)
+from mtc.results.size_curves import SIZE_SEPARATOR
+from mtc.store import preflight, tracking
 
 BEST = "acc"  # the selection the comparison tables, tests and ranks use (the papers' protocol)
 POOL_MARK = "@"  # <data>@<n1>+<n2>: a benchmark pooling the sweeps of several sample sizes (pool_members)
@@ -67,7 +75,7 @@ def open_experiment(uri: str, experiment: str):
     InputError
         The store does not exist or does not answer, or has no such experiment.
     """
-    from mtc.relocate import relocate_if_moved
+    from mtc.store.relocate import relocate_if_moved
 
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///"):]).resolve()

@@ -1,4 +1,4 @@
-"""Compare methods across finished sweeps: ``python -m mtc.compare``.
+"""Compare methods across finished sweeps: ``python -m mtc.results.compare``.
 
 Every FINISHED parent run of the experiment is one sweep of one method on one benchmark:
 the method is the sweep's label (tag ``mtc.label``, ``sweep.label``: the method's config
@@ -7,9 +7,9 @@ name without its ``<label>-`` prefix, else the tag ``mtc.data``; of several swee
 same (benchmark, method) the newest is read. A variant is matched with the published
 numbers of its method (tag ``mtc.method``). A benchmark ``<data>@<n1>+<n2>+...`` asked for
 with ``--benchmarks`` pools the sweeps ``<data>-n<n1>``, ... of each method, as a paper's
-table averages over sample sizes (``mtc.results.pool_members``; mtc.results reads the sweeps
+table averages over sample sizes (``mtc.results.reading.pool_members``; mtc.results reads the sweeps
 back, this module compares them). For each sweep the grid points
-of every selection of ``mtc.report.SELECTIONS`` are found (the best by accuracy, which
+of every selection of ``mtc.results.report.SELECTIONS`` are found (the best by accuracy, which
 uses labels, and the label-free ones), and this module writes to ``--out``:
 
 - ``compare.md``: per benchmark, methods x tasks "mean ± std" over seeds at the best grid
@@ -18,7 +18,7 @@ uses labels, and the label-free ones), and this module writes to ``--out``:
   seed) of the best method against each other one, grid heatmaps; over all benchmarks, the
   Friedman test, average ranks, Nemenyi post-hoc p-values and a critical-difference diagram;
 - for a pooled benchmark, the mean accuracy over tasks per sample size at each method's best
-  point over all sizes, as a table and a figure (mtc.size_curves: the papers' accuracy against
+  point over all sizes, as a table and a figure (mtc.results.size_curves: the papers' accuracy against
   the number of samples);
 - ``cells.csv``, ``wilcoxon.csv``, ``friedman.csv``, ``nemenyi.csv``, ``size_curves.csv`` (with a
   pooled benchmark) and the PNGs;
@@ -43,15 +43,15 @@ import scikit_posthocs
 from matplotlib.figure import Figure
 from scipy import stats
 
-from mtc import preflight
 from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
-from mtc.report import SELECTIONS
-from mtc.results import BEST, Sweep, finished_sweeps, open_experiment
-from mtc.size_curves import draw_size_curves, size_curve_frame, size_table
+from mtc.results.reading import BEST, Sweep, finished_sweeps, open_experiment
+from mtc.results.report import SELECTIONS
+from mtc.results.size_curves import draw_size_curves, size_curve_frame, size_table
+from mtc.store import preflight
 
-PUBLISHED = Path(__file__).with_name("published_results.csv")
+PUBLISHED = Path(__file__).parents[1] / "published_results.csv"  # the papers' numbers, mtc/published_results.csv
 LABEL_FREE = tuple(selection for selection in SELECTIONS if selection != BEST)
 SECOND_METRIC = "nmi_max"  # tabled beside --metric (the papers' NMI)
 KIND_TAG = "mtc.kind"
@@ -601,8 +601,8 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The command line of ``python -m mtc.compare``."""
-    parser = argparse.ArgumentParser(prog="python -m mtc.compare", description=__doc__.splitlines()[0])
+    """The command line of ``python -m mtc.results.compare``."""
+    parser = argparse.ArgumentParser(prog="python -m mtc.results.compare", description=__doc__.splitlines()[0])
     parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db", help="the sweeps' MLflow store")
     parser.add_argument("--experiment", default="mtc")
     parser.add_argument("--out", type=Path, default=Path("outputs/compare"), help="folder for the outputs")

@@ -1,10 +1,10 @@
 """A score against the sample size, for a benchmark pooled over sample sizes.
 
-A pooled benchmark (``<data>@<n1>+<n2>``, mtc.compare) reads one sweep per size and names each
+A pooled benchmark (``<data>@<n1>+<n2>``, mtc.results.compare) reads one sweep per size and names each
 seed ``n<size>/<seed>``. The papers that pool sizes also plot the score against the size
 (SMT-NMF's Fig. 3): each method at its one grid point chosen over all sizes (the point the
 comparison's tables use), the mean over tasks per run, then the mean and std over the draws
-of each size. mtc.compare writes these as ``size_curves.csv``, a table per benchmark and one
+of each size. mtc.results.compare writes these as ``size_curves.csv``, a table per benchmark and one
 figure per benchmark.
 """
 

@@ -1,14 +1,14 @@
 """Point a moved local MLflow store at its artifacts again:
-``python -m mtc.relocate [--tracking-uri sqlite:///mlflow.db] [--artifacts mlartifacts]``.
+``python -m mtc.store.relocate [--tracking-uri sqlite:///mlflow.db] [--artifacts mlartifacts]``.
 
 MLflow records every local artifact location as an absolute ``file://`` path (its SQL store
 resolves relative paths when an experiment is created, and has no command to change them:
 mlflow/mlflow#8226), so a folder holding ``mlflow.db`` and ``mlartifacts/`` that is moved or
-copied to another machine loses every artifact in the UI, in ``mtc.compare`` and in the
+copied to another machine loses every artifact in the UI, in ``mtc.results.compare`` and in the
 stability criterion. This rewrites the stored locations of the experiments whose artifacts
 are found under ``--artifacts`` (the experiment's location and each run's artifact URI, old
 prefix to new), in one transaction, and says what it changed. ``python -m mtc.sweep``,
-``mtc.run`` and ``mtc.compare`` do the same on their own when they open a local store whose
+``mtc.run`` and ``mtc.results.compare`` do the same on their own when they open a local store whose
 artifact folders are gone (relocate_if_moved); the MLflow UI needs this command once.
 Servers keep artifacts behind ``mlflow-artifacts:/`` URIs and need none of this.
 """

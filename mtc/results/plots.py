@@ -1,6 +1,9 @@
-"""Figures logged with runs (matplotlib, Agg backend: no display needed)."""
+"""Figures and readable files logged with runs (matplotlib, Agg backend: no display needed)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import matplotlib
 
@@ -12,6 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from mtc.numerics.cache import Cache  # noqa: E402
+from mtc.store import tracking  # noqa: E402
 
 
 def same_traces(traces: dict[str, np.ndarray]) -> list[list[str]]:
@@ -81,14 +85,16 @@ def heatmap_layout(matrix) -> tuple[np.ndarray, tuple]:
     return full, layout
 
 
-def block_heatmap(matrix, path: str) -> None:
+def block_heatmap(matrix, path: str, frames: Cache | None = None) -> None:
     """A NamedMatrix as one heatmap PNG (see heatmap_layout).
 
-    Drawn for every trial, so the frame (labels, lines, colour bar: nearly all of the
+    Drawn for every trial of a sweep with readable files, so with ``frames`` (a worker's Cache,
+    mtc.sweep.driver.WORKER_CACHES) the frame (labels, lines, colour bar: nearly all of the
     0.15-0.25 s a matplotlib draw costs) is rendered once per layout and process and only
     the image is drawn on it (matplotlib's blitting), about 10 ms a trial."""
     full, layout = heatmap_layout(matrix)
-    figure, image, separators, background = _FRAMES.get("heatmap", layout, lambda: _heatmap_frame(*layout))
+    frame = (lambda: _heatmap_frame(*layout))
+    figure, image, separators, background = frame() if frames is None else frames.get("heatmap", layout, frame)
     figure.canvas.restore_region(background)
     image.set_data(full)
     image.axes.draw_artist(image)
@@ -123,4 +129,37 @@ def _heatmap_frame(row_ticks: tuple[str, ...], col_ticks: tuple[str, ...], row_o
     return figure, image, separators, figure.canvas.copy_from_bbox(figure.bbox)
 
 
-_FRAMES = Cache(size=4)
+def readable_files(folder: Path, outcome, trial_config: dict, task_names: list[str], frames: Cache | None = None
+                   ) -> None:
+    """The trial's files for a person: config.json, labels.csv, objective_trace.csv, a labelled
+    CSV per matrix block, a heatmap PNG per matrix and the convergence PNG (each figure costs
+    0.1-0.2 s of CPU; ``frames``: see block_heatmap)."""
+    (folder / "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
+    with open(folder / "labels.csv", "w") as handle:
+        handle.write("task,sample,label\n")
+        for task, labels in zip(task_names, outcome.labels):
+            np.savetxt(handle, np.column_stack([np.arange(labels.size), labels]), fmt=f"{task},%d,%d")
+    trace = outcome.objective_trace
+    np.savetxt(folder / "objective_trace.csv", np.column_stack([np.arange(trace.size), trace]),
+               fmt=["%d", "%.10g"], delimiter=",", header="step,objective", comments="")
+    convergence_plot({f"seed {trial_config['seed']}": trace}, str(folder / "convergence.png"),
+                     f"{trial_config['method']} on {trial_config['data']['name']}, seed {trial_config['seed']}")
+    for name, matrix in outcome.matrices.items():
+        for (i, j), block in matrix.blocks.items():
+            stem = tracking.block_stem(name, matrix.row_groups[i], matrix.col_groups[j])
+            labelled_csv(str(folder / f"{stem}.csv"), block, matrix.row_names[i], matrix.col_names[j])
+        block_heatmap(matrix, str(folder / f"{name}.png"), frames)
+
+
+def labelled_csv(path: str, matrix: np.ndarray, row_names: list[str], col_names: list[str]) -> None:
+    with open(path, "w") as handle:
+        handle.write("row," + ",".join(col_names) + "\n")
+        handle.writelines(f"{label}," + ",".join(f"{v:.6g}" for v in row) + "\n" for label, row in zip(row_names, matrix))
+
+
+def log_convergence_figure(client, parent_id: str, runs: dict[str, tuple[str, str]], path: Path, title: str) -> None:
+    """One PNG of the objective trace (every step) of every run ({label: (run id, artifact
+    URI)}), logged to the parent run."""
+    traces = {label: tracking.load_objective_trace(client, run_id, uri) for label, (run_id, uri) in runs.items()}
+    convergence_plot(traces, str(path), title)
+    client.log_artifact(parent_id, str(path))
