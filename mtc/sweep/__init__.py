@@ -1,7 +1,41 @@
-"""The sweep driver: ``python -m mtc.sweep`` (see __main__).
+"""The sweep driver: ``python -m mtc.sweep`` (see __main__), or ``mtc.sweep.run`` from Python.
 
 - driver: plan_sweep -> open_sweep -> run_on_ray (one Tuner for one or many sweeps) ->
   finish_sweep; what a worker runs (fit_and_log, one mtc.trial fit then its run) and keeps
   between trials (WORKER_CACHES);
 - progress: the one progress line; locks: one live driver per sweep and per SQLite store.
 """
+
+from __future__ import annotations
+
+
+def run(method: str, data: str, *overrides: str):
+    """Run one sweep from Python (a notebook), as ``python -m mtc.sweep method=<method>
+    data=<data> <overrides>`` would, without a shell.
+
+    Parameters
+    ----------
+    method, data : str
+        A method config (conf/method/) and a data config (conf/data/).
+    *overrides : str
+        Hydra overrides, as on the command line: ``"sweep.repeats=3"``,
+        ``"+experiment=mtcmrl_paper"``, ``"mlflow.tracking_uri=sqlite:///other.db"``.
+
+    Returns
+    -------
+    mtc.sweep.driver.SweepResult
+        The parent run, report folder, point summaries, chosen points and the store; read its
+        trials with ``mtc.results.trials(result.tracking_uri, sweep=result.parent_run_id)``.
+
+    Raises
+    ------
+    mtc.errors.InputError
+        A bad config, data or store, found before anything is created.
+    """
+    from mtc.cli import check_group_overrides, compose_config
+    from mtc.config import settings
+    from mtc.sweep.driver import run_sweep
+
+    arguments = [f"method={method}", f"data={data}", *overrides]
+    check_group_overrides(arguments)  # an unknown method or data config: one line naming the available ones
+    return run_sweep(settings(compose_config(arguments)))

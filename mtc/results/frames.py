@@ -1,0 +1,177 @@
+"""A store's results as pandas frames, for a notebook (exported by ``mtc.results``).
+
+- ``sweeps``: one row per sweep (its parent run);
+- ``trials``: one row per trial: sweep, label, method, data, the grid point's parameters
+  under their own names, seed, and every metric under its MLflow name (``acc/mean``);
+- ``points``: mean and std of every metric per grid point of one sweep (its ``grid.csv``);
+- ``chosen``: the grid point of each selection of every finished sweep, as
+  ``mtc.results.compare`` chooses them;
+- ``comparison``: ``mtc.results.compare``'s tables (cells, Wilcoxon, Friedman, Nemenyi,
+  ranks, size curves) in memory, nothing written.
+
+Each takes the store's URI (default: ``sqlite:///mlflow.db`` in the working folder, where
+``python -m mtc.sweep`` writes) and the experiment (default ``mtc``). Nothing here starts Ray
+or writes to the store.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mtc.errors import InputError
+from mtc.results.compare import PUBLISHED, Comparison, build_comparison, check_metric, load_published, parse_point
+from mtc.results.reading import (
+    benchmark_name,
+    finished_sweeps,
+    open_experiment,
+    point_summaries,
+    sweep_label,
+    trial_records,
+)
+from mtc.store import tracking
+
+STORE = "sqlite:///mlflow.db"  # python -m mtc.sweep's default store (conf/config.yaml)
+EXPERIMENT = "mtc"
+PAGE = 1000  # runs per search request
+
+
+def every_run(client, experiment_id: str) -> list:
+    """Every run of the experiment, page by page."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], max_results=PAGE, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def is_parent(run) -> bool:
+    return tracking.SWEEP_KEY_TAG in run.data.tags and tracking.PARENT_TAG not in run.data.tags
+
+
+def sweep_row(run) -> dict:
+    """A parent run as one row: names, status, time and its summary metrics."""
+    return {"sweep": run.info.run_name, "label": sweep_label(run), "method": run.data.tags.get("mtc.method"),
+            "data": run.data.tags.get("mtc.data"), "benchmark": benchmark_name(run), "status": run.info.status,
+            "start_time": pd.to_datetime(run.info.start_time, unit="ms"), "run_id": run.info.run_id,
+            **run.data.metrics}
+
+
+def numeric_columns(frame: pd.DataFrame, columns) -> pd.DataFrame:
+    """The given text columns as numbers where every value is one."""
+    for column in columns:
+        numbers = pd.to_numeric(frame[column], errors="coerce")
+        if numbers.notna().all():
+            frame[column] = numbers
+    return frame
+
+
+def sweeps(tracking_uri: str = STORE, experiment: str = EXPERIMENT) -> pd.DataFrame:
+    """One row per sweep of the experiment, newest first: ``sweep`` (its name), ``label``,
+    ``method``, ``data``, ``benchmark``, ``status``, ``start_time``, ``run_id`` and the parent
+    run's metrics (``best_by_acc/acc/mean``, ``failed_trials``, ...)."""
+    client, experiment_id = open_experiment(tracking_uri, experiment)
+    rows = [sweep_row(run) for run in every_run(client, experiment_id) if is_parent(run)]
+    if not rows:
+        raise InputError(f"no sweep in experiment {experiment!r} of {tracking_uri}; run one with python -m mtc.sweep")
+    return pd.DataFrame(rows).sort_values("start_time", ascending=False, ignore_index=True)
+
+
+def trials(tracking_uri: str = STORE, experiment: str = EXPERIMENT, sweep: str | list[str] | None = None,
+           finished_only: bool = True) -> pd.DataFrame:
+    """One row per trial of the experiment's sweeps.
+
+    Parameters
+    ----------
+    tracking_uri, experiment : str
+        The store and experiment.
+    sweep : str or list of str, optional
+        Only these sweeps, by name or parent run id (all when not given).
+    finished_only : bool
+        Only finished trials (failed and interrupted ones have no scores).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``sweep``, ``label``, ``method``, ``data``, ``benchmark``, ``point``, the grid point's
+        parameters under their own names (numbers where every value is one), ``seed``,
+        ``status``, ``run_id``, ``parent_run_id``, then every metric under its MLflow name.
+    """
+    client, experiment_id = open_experiment(tracking_uri, experiment)
+    runs = every_run(client, experiment_id)
+    parents = {run.info.run_id: run for run in runs if is_parent(run)}
+    wanted = {sweep} if isinstance(sweep, str) else set(sweep or [])
+    unknown = wanted - set(parents) - {run.info.run_name for run in parents.values()}
+    if unknown:
+        raise InputError(f"no sweep {', '.join(sorted(unknown))} in experiment {experiment!r} of {tracking_uri}")
+    rows, grid = [], {}
+    for run in runs:
+        parent = parents.get(run.data.tags.get(tracking.PARENT_TAG))
+        if parent is None or (wanted and not wanted & {parent.info.run_id, parent.info.run_name}):
+            continue
+        if finished_only and run.info.status != "FINISHED":
+            continue
+        point = run.data.tags.get(tracking.POINT_TAG, "defaults")
+        values = parse_point(point)
+        grid.update(dict.fromkeys(values))
+        rows.append({"sweep": parent.info.run_name, "label": sweep_label(parent),
+                     "method": run.data.params.get("method", parent.data.tags.get("mtc.method")),
+                     "data": run.data.params.get("data.name", parent.data.tags.get("mtc.data")),
+                     "benchmark": benchmark_name(parent), "point": point, **values,
+                     "seed": int(run.data.params.get("seed", -1)), "status": run.info.status,
+                     "run_id": run.info.run_id, "parent_run_id": parent.info.run_id, **run.data.metrics})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    return numeric_columns(frame, grid).sort_values(["sweep", "point", "seed"], ignore_index=True)
+
+
+def find_parent(client, experiment_id: str, sweep: str):
+    """The parent run of a sweep named ``sweep`` (the newest if several) or with that run id."""
+    found = [run for run in every_run(client, experiment_id)
+             if is_parent(run) and sweep in (run.info.run_id, run.info.run_name)]
+    if not found:
+        raise InputError(f"no sweep {sweep!r} in the store")
+    return max(found, key=lambda run: run.info.start_time)
+
+
+def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) -> pd.DataFrame:
+    """Every grid point of one sweep (by name or parent run id), as its report's ``grid.csv``:
+    ``point``, ``n_runs``, ``n_failed``, and ``<metric> mean`` / ``<metric> std`` of every
+    metric, with ``stability/mean`` when every seed clustered the same data."""
+    client, experiment_id = open_experiment(tracking_uri, experiment)
+    parent = find_parent(client, experiment_id, sweep)
+    records = trial_records(client, experiment_id, parent.info.run_id)
+    tasks = sorted({key.split("/", 1)[1] for record in records for key in record.metrics
+                    if key.startswith("n_samples/")})
+    same_data = parent.data.tags.get("mtc.data_draws", "1") == "1"
+    rows = [{"point": s.point, "n_runs": s.n_runs, "n_failed": s.n_failed,
+             **{f"{key} {stat}": getattr(s, stat)[key] for key in sorted(s.mean) for stat in ("mean", "std")}}
+            for s in point_summaries(client, records, tasks, same_data)]
+    return pd.DataFrame(rows)
+
+
+def chosen(tracking_uri: str = STORE, experiment: str = EXPERIMENT, benchmarks: list[str] | None = None,
+           methods: list[str] | None = None) -> pd.DataFrame:
+    """The grid point of each selection (``acc`` and the label-free ones of
+    ``mtc.results.report.SELECTIONS``) of the newest finished sweep of every benchmark and
+    method, as ``mtc.results.compare`` chooses them: ``benchmark``, ``method``, ``selection``,
+    ``point``, ``n_runs``, then the mean of every metric at that point."""
+    client, experiment_id = open_experiment(tracking_uri, experiment)
+    found, _ = finished_sweeps(client, experiment_id, benchmarks, methods)
+    rows = [{"benchmark": sweep.benchmark, "method": sweep.method, "selection": selection, "point": summary.point,
+             "n_runs": summary.n_runs, **summary.mean}
+            for sweep in found for selection, summary in sweep.points.items()]
+    return pd.DataFrame(rows)
+
+
+def comparison(tracking_uri: str = STORE, experiment: str = EXPERIMENT, metric: str = "acc",
+               benchmarks: list[str] | None = None, methods: list[str] | None = None) -> Comparison:
+    """``mtc.results.compare``'s tables for ``metric``, in memory: ``.cells`` (``cells.csv``),
+    ``.wilcoxon``, ``.friedman``, ``.nemenyi``, ``.rank_table``, ``.size_curves``, ``.notes``;
+    ``<data>@<n1>+<n2>`` in ``benchmarks`` pools sample sizes, as on the command line."""
+    check_metric(metric)
+    client, experiment_id = open_experiment(tracking_uri, experiment)
+    found, notes = finished_sweeps(client, experiment_id, benchmarks, methods)
+    return build_comparison(found, notes, metric, load_published(PUBLISHED))
