@@ -31,8 +31,9 @@ def run_once(run: Settings) -> dict[str, float]:
     tracking.log_trial(client, mlflow_run.info.run_id, mlflow_run.info.artifact_uri, outcome, config, names,
                        lambda folder: readable_files(folder, outcome, config, names))
     client.set_terminated(mlflow_run.info.run_id, "FINISHED")
+    shown = ("acc", "nmi_max", "ari") if dataset.labelled else ("silhouette",)  # no labels: label-free scores
     for name in dataset.task_names + ["mean"]:
-        print(f"{name:>16}: " + "  ".join(f"{m}={outcome.metrics[f'{m}/{name}']:.4f}" for m in ("acc", "nmi_max", "ari")))
+        print(f"{name:>16}: " + "  ".join(f"{m}={outcome.metrics[f'{m}/{name}']:.4f}" for m in shown))
     print(f"objective {outcome.metrics['objective/final']:.6g} after {int(outcome.metrics['n_iter'])} iterations; "
           f"MLflow run {mlflow_run.info.run_id} in {run.tracking.uri}")
     return outcome.metrics

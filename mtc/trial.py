@@ -1,6 +1,7 @@
 """One trial: fit a solver on a dataset with one (grid point, seed), score every task, and
 turn its fit record into named, renderable results. Generic over methods: nothing here
-names a method or a matrix."""
+names a method or a matrix. Data without labels gets the label-free scores only (no
+accuracy, NMI, ARI or purity), clusters named by index and no reference matrix."""
 
 from __future__ import annotations
 
@@ -101,12 +102,17 @@ def trace_metrics(name: str, values, task_names: list[str]) -> dict[str, np.ndar
 class AxisNamer:
     """Names the entries of record axes from the dataset and the predicted labels: clusters
     are mapped to the classes they match (Hungarian, as the accuracy; MTCMRL Sec. 4.6) and
-    ordered by class; samples are named "<index>:<class>"."""
+    ordered by class; samples are named "<index>:<class>". Without labels clusters keep their
+    order and names (``cluster0``, ...) and samples are named by their index."""
 
     def __init__(self, dataset: MultiTaskDataset, labels: list[np.ndarray]):
         self.dataset = dataset
         self.orders, self.cluster_names = [], []
         for task, pred, k in zip(dataset.tasks, labels, dataset.n_clusters):
+            if not task.labelled:
+                self.orders.append(np.arange(k))
+                self.cluster_names.append(list(task.class_names))
+                continue
             order, classes = clusters_in_class_order(task.y, pred, k)
             self.orders.append(order)
             self.cluster_names.append([task.class_names[c] if c >= 0 else f"cluster{i}" for i, c in zip(order, classes)])
@@ -122,6 +128,8 @@ class AxisNamer:
         if axis == "cluster":
             return self.cluster_names[index]
         task = self.dataset.tasks[index]
+        if not task.labelled:
+            return [str(i) for i in range(task.n_samples)]
         return [f"{i}:{task.class_names[c]}" for i, c in enumerate(task.y)]
 
     def group(self, axis, index: int) -> str:
@@ -138,8 +146,8 @@ class AxisNamer:
 
 
 def with_reference_matrices(matrices: dict[str, LabelledMatrix], dataset: MultiTaskDataset) -> dict:
-    """A learned task x task matrix is shown beside the relatedness the labels imply."""
-    if any(m.rows == m.cols == "task" for m in matrices.values()):
+    """A learned task x task matrix is shown beside the relatedness the labels imply (with labels)."""
+    if dataset.labelled and any(m.rows == m.cols == "task" for m in matrices.values()):
         return {**matrices, "ideal_task_weights": LabelledMatrix.single(
             dataset.ideal_task_relatedness(), "task", "task",
             "ideal task relatedness from the labels (share of samples in shared categories)")}
@@ -165,7 +173,7 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     trace = np.asarray(solver.objective_trace_, dtype=float)
     labels = [np.asarray(l) for l in solver.labels_]
     record, names = solver.record_, dataset.task_names
-    metrics = task_metrics(dataset, labels)
+    metrics = task_metrics(dataset, labels) if dataset.labelled else {}
     metrics.update(label_free_metrics(dataset, labels, trace, trial.seed))
     metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
                     "converged": float(solver.converged_), "fit_seconds": fit_seconds})

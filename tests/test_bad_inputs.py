@@ -77,6 +77,17 @@ CLI_CASES = [
     (["data=reuters", "+data.draw=per_seed"], "error: dataset 'reuters': draw=per_seed needs a builder that samples "
                                               "with a seed; 'reuters' takes none"),
     (["data=reuters", f"data.root={TMP}/no-corpora"], "error: missing raw file "),
+    # the user's own files (data=files): every file checked before anything starts
+    (["data=files", f"data.params.paths=[{TMP}/t1.csv]", "data.params.label_column=label"],
+     "error: data=files: name your data with data.name=<name>; it names the sweep, its output folder and its "
+     "benchmark in mtc.results.compare"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/gone.csv]", "data.params.label_column=label"],
+     f"error: {TMP}/gone.csv: missing file"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/t2.csv]",
+      "data.params.label_column=label"],
+     f"error: {TMP}/t2.csv: feature columns differ from t1.csv's: missing 'b'"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv]", "data.params.label_column=class"],
+     f"error: {TMP}/t1.csv: label column 'class' not found; columns: 'a', 'b', 'label'"),
     # the tracking store, the output folder and the cluster: checked before anything is created
     (["mlflow.tracking_uri=bogus://x"], "error: mlflow.tracking_uri 'bogus://x': unsupported scheme 'bogus'"),
     (["mlflow.tracking_uri=http://127.0.0.1:1"], "error: the tracking server http://127.0.0.1:1 does not answer"),
@@ -138,6 +149,8 @@ def cli_command(args: list[str]) -> tuple[str, list[str]]:
 def run_case(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
     (tmp / "a-file").write_text("a file where a folder is expected")
     (tmp / "not-a-database").write_text("this is not an SQLite database, it is long enough to have a header" * 4)
+    (tmp / "t1.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n")  # tasks of the user's own data
+    (tmp / "t2.csv").write_text("a,label\n1,x\n2,y\n")  # column b missing
     module, args = cli_command([arg.replace(TMP, str(tmp)) for arg in args])
     defaults = [f"output_dir={tmp / 'out'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'db'}", "sweep.repeats=1"]
     if module == "mtc.run":

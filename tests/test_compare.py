@@ -123,6 +123,30 @@ def test_friedman_and_nemenyi_are_the_libraries_on_the_rank_table(store, compare
     np.testing.assert_allclose(nemenyi.loc[table.columns, table.columns].to_numpy(), expected_p.to_numpy())
 
 
+def test_the_silhouette_criterion_ranks_labelled_sweeps_by_their_silhouette(store, tmp_path):
+    """--criterion silhouette on labelled sweeps: every table, test and rank is of the silhouette
+    at its point, and nothing about accuracy is shown."""
+    _, uri = store
+    result = compare(uri, "mtc", tmp_path / "out", log=False, criterion="silhouette")
+    comparison = result["comparison"]
+    assert comparison.criterion == "silhouette" and len(comparison.sweeps) == 3
+    assert not [note for note in comparison.notes if note.startswith("no sweep has accuracy")]
+    cells = comparison.cells
+    assert set(cells.metric) == {"silhouette"}
+    for sweep in comparison.sweeps:
+        point = sweep.points["silhouette"]
+        chosen = cells[(cells.method == sweep.method) & (cells.selection == "silhouette")].set_index("task")
+        assert set(chosen.point) == {point.point} and len(chosen) == 4  # 3 tasks + mean
+        assert chosen["mean"].to_dict() == {task: point.mean[f"silhouette/{task}"] for task in chosen.index}
+    expected = cells[(cells.selection == "silhouette") & (cells.task != "mean")].pivot_table(
+        index=["benchmark", "task"], columns="method", values="mean")
+    pd.testing.assert_frame_equal(comparison.rank_table, expected)
+    assert set(comparison.wilcoxon.metric) == {"silhouette"}
+    page = (tmp_path / "out" / "compare.md").read_text()
+    assert "### silhouette at the highest mean cosine silhouette of the clusters on the input" in page
+    assert "point: acc" not in page and "acc at the label-free point" not in page and "### acc" not in page
+
+
 def test_outputs_exist_and_figures_are_wide(compared):
     out, stdout = compared
     markdown = (out / "compare.md").read_text()

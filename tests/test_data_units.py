@@ -179,3 +179,64 @@ def test_a_sparse_task_is_kept_canonical_and_hashing_changes_no_matrix():
         return SMTNMF(n_clusters=[2, 2], max_iter=30, tol=0.0, random_state=0).fit(dataset.matrices).objective_trace_
 
     assert np.array_equal(trace(ds), trace(from_sorted))
+
+
+def test_a_task_without_labels_has_cluster_names_and_no_class_counts():
+    from mtc.tasks import MultiTaskDataset, Task, cluster_names
+
+    X = np.arange(12.0).reshape(4, 3)
+    task = Task("a", X, None, cluster_names(3))
+    assert task.class_names == ("cluster0", "cluster1", "cluster2") and task.n_clusters == 3 and not task.labelled
+    with pytest.raises(ValueError, match="^task 'a' has no labels: no class counts$"):
+        task.class_counts()
+    with pytest.raises(ValueError, match="task 'a' has no labels: its clusters are named cluster0, cluster1, ..."):
+        Task("a", X, None, ("p", "q"))
+    with pytest.raises(ValueError, match=r"task 'a': labels must be class indices in \[0, 2\), got -1 to 1"):
+        Task("a", X, np.array([-1, 0, 1, 1]), ("p", "q"))
+
+    dataset = MultiTaskDataset("mine", (task, Task("b", X[:2], None, cluster_names(2))))
+    assert not dataset.labelled and dataset.labels is None and dataset.n_clusters == [3, 2]
+    assert dataset.describe() == "mine: 2 tasks, 3 features\n  a (n=4, k=3): unlabelled\n  b (n=2, k=2): unlabelled"
+    with pytest.raises(ValueError, match="^dataset 'mine' has no labels: no ideal task relatedness$"):
+        dataset.ideal_task_relatedness()
+    with pytest.raises(ValueError, match=r"dataset 'mix': tasks \['a'\] have no labels but the others have"):
+        MultiTaskDataset("mix", (task, Task("c", X, np.array([0, 1, 1, 0]), ("p", "q"))))
+
+    # the hash tells a task without labels from one labelled 0, 1, 2 with classes named like its clusters
+    labelled = MultiTaskDataset("mine", (Task("a", X, np.array([0, 1, 2, 0]), cluster_names(3)),
+                                         Task("b", X[:2], np.array([0, 1]), cluster_names(2))))
+    assert dataset.content_hash() != labelled.content_hash()
+    assert dataset.content_hash() == MultiTaskDataset("other", dataset.tasks, {"k": 1}).content_hash()
+
+
+def test_the_content_hash_of_labelled_data_is_unchanged():
+    """Sweeps resume on the dataset's content hash: it must stay what it was for labelled data."""
+    from mtc.tasks import MultiTaskDataset, Task
+
+    ds = MultiTaskDataset("x", (Task("a", np.eye(3), np.array([0, 1, 1]), ("p", "q")),
+                                Task("b", sp.csr_matrix(np.eye(3)), np.array([1, 0, 0]), ("p", "q"))))
+    sparse = ds.tasks[1].X
+    digest = hashlib.sha256()
+    for part in (b"a", b"p\x00q", np.array([0, 1, 1], np.int64), np.eye(3), b"(3, 3)",
+                 b"b", b"p\x00q", np.array([1, 0, 0], np.int64), sparse.indptr, sparse.indices, sparse.data, b"(3, 3)"):
+        digest.update(part if isinstance(part, bytes) else part.tobytes())
+    assert ds.content_hash() == digest.hexdigest()
+
+
+def test_the_cache_stores_labels_only_when_there_are_any(tmp_path):
+    from mtc.tasks import MultiTaskDataset, Task, cluster_names
+
+    unlabelled = MultiTaskDataset("u", (Task("a", np.eye(3), None, cluster_names(2)),
+                                        Task("b", sp.csr_matrix(np.eye(3)), None, cluster_names(3))))
+    cache.save(unlabelled, tmp_path / "u.npz")
+    with np.load(tmp_path / "u.npz") as archive:
+        assert not [name for name in archive.files if name.startswith("y")]
+    back = cache.load(tmp_path / "u.npz")
+    assert not back.labelled and back.n_clusters == [2, 3] and back.content_hash() == unlabelled.content_hash()
+    # labelled tasks keep the layout of the files written before (labels as y<i>), which still load
+    labelled = MultiTaskDataset("x", (Task("a", np.eye(3), np.array([0, 1, 1]), ("p", "q")),))
+    cache.save(labelled, tmp_path / "x.npz")
+    with np.load(tmp_path / "x.npz") as archive:
+        assert archive.files == ["meta", "y0", "dense0"]
+    back = cache.load(tmp_path / "x.npz")
+    assert back.labelled and np.array_equal(back.tasks[0].y, [0, 1, 1])

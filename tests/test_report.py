@@ -101,3 +101,56 @@ def test_a_criterion_that_chose_no_point_says_why():
     assert why_no_point(summaries, "silhouette") == \
         "silhouette/mean is NaN in a run of every grid point: a task predicted as a single cluster"
     assert why_no_point(summaries, "objective_relative") == "the runs do not log objective/relative"
+
+
+def test_without_labels_the_report_says_so_and_shows_the_label_free_choices_only():
+    from mtc.results.report import NO_LABELS, with_stability
+
+    def unlabelled(point, seed, objective, relative, silhouette, status="FINISHED"):
+        return TrialRecord(point, seed, status, {"objective/final": objective, "objective/relative": relative,
+                                                  "silhouette/t": silhouette, "silhouette/mean": silhouette}, "run")
+
+    rows = [unlabelled("a=1", "0", 3.0, 0.5, 0.4), unlabelled("a=1", "1", 5.0, 0.7, 0.2),
+            unlabelled("a=2", "0", 1.0, 0.9, 0.1), unlabelled("a=2", "1", 1.0, 0.9, 0.1),
+            unlabelled("a=2", "2", 0.0, 0.0, 0.0, status="FAILED")]
+    same, other = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])
+    summaries = with_stability(summarize(rows), {"a=1": [[same], [same]], "a=2": [[same], [other]]})
+    text = report_markdown("demo", summaries, ["t"], "samples per task: t 4", labelled=False)
+    assert text == f"""# demo
+
+samples per task: t 4
+
+{NO_LABELS}
+
+## grid points chosen without labels
+
+| chosen by | grid point | runs | criterion | value |
+|---|---|---|---|---|
+| lowest mean final objective | `a=2` | 2 | objective/final | 1 |
+| lowest mean final / first objective | `a=1` | 2 | objective/relative | 0.6 |
+| highest mean cosine silhouette of the clusters on the input | `a=1` | 2 | silhouette/mean | 0.3 |
+| highest mean ARI between the labels of different seeds | `a=1` | 2 | stability/mean | 1 |
+
+## silhouette per task at the point of the highest mean cosine silhouette of the clusters on the input: `a=1` (2 runs)
+
+| task | silhouette |
+|---|---|
+| t | 0.3000 ± 0.1414 |
+| mean | 0.3000 ± 0.1414 |
+
+
+**1 trial(s) failed**; their errors are on the MLflow child runs (tag mtc.error).
+"""
+    assert NO_LABELS == ("The data has no labels (no accuracy, NMI, ARI or purity): grid points are chosen by the "
+                         "label-free criteria only.")
+    assert grid_csv(summaries).splitlines()[0] == (
+        "point,n_runs,n_failed,objective/final mean,objective/final std,objective/relative mean,"
+        "objective/relative std,silhouette/mean mean,silhouette/mean std,silhouette/t mean,silhouette/t std,"
+        "stability/mean mean,stability/mean std")
+    # no silhouette point (a single cluster in a run of every point): the report says why, without the per-task table
+    for row in rows:
+        row.metrics["silhouette/mean"] = float("nan") if row.seed == "0" else 0.2
+    text = report_markdown("demo", summarize(rows), ["t"], labelled=False)
+    assert ("| highest mean cosine silhouette of the clusters on the input | (none: silhouette/mean is NaN in a run "
+            "of every grid point: a task predicted as a single cluster) | | | |") in text
+    assert "silhouette per task" not in text

@@ -1,6 +1,7 @@
 """``python -m mtc.data describe <name> [<name> ...]``: tasks x classes counts and d.
 
-``python -m mtc.data list`` lists the data configs. Loading goes through the cache.
+``python -m mtc.data list`` lists the data configs. Loading goes through the cache; ``all``
+is every data config but ``files``, which needs the user's paths.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
     if args.command == "list":
         print("\n".join(available("data")))
         return 0
-    names = available("data") if args.names == ["all"] else args.names
+    names = [name for name in available("data") if name != "files"] if args.names == ["all"] else args.names
     try:
         for name in names:
             print(describe(name, args.set, args.seed))

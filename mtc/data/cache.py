@@ -5,7 +5,8 @@ A cache file is an uncompressed ``.npz`` whose zip comment, its last 64 bytes, i
 would not notice (a flipped digit in an array's shape, a date in the zip directory). A file that
 fails the check or does not parse is reported in one line on stderr, removed and rebuilt.
 Caches written before the checksum (``CACHE_VERSION`` 1) are not read: their keys differ, so
-the datasets are rebuilt once and the old files are left alone.
+the datasets are rebuilt once and the old files are left alone. A task's labels are stored as
+``y<i>`` when it has them; a task without (``y`` None) has no ``y<i>``.
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``): a reader sees
 no file or a whole one, an interrupted writer leaves its old file, and of two concurrent
@@ -58,7 +59,8 @@ def save(dataset: MultiTaskDataset, path: Path) -> None:
     arrays = {"meta": np.array(json.dumps({"name": dataset.name, "meta": dataset.meta,
                                            "tasks": [[t.name, list(t.class_names)] for t in dataset.tasks]}))}
     for i, task in enumerate(dataset.tasks):
-        arrays[f"y{i}"] = task.y
+        if task.labelled:
+            arrays[f"y{i}"] = task.y
         if sp.issparse(task.X):
             X = sp.csr_matrix(task.X)
             arrays.update({f"data{i}": X.data, f"indices{i}": X.indices, f"indptr{i}": X.indptr,
@@ -120,5 +122,5 @@ def _parse(data: bytes) -> MultiTaskDataset:
             else:
                 X = sp.csr_matrix((archive[f"data{i}"], archive[f"indices{i}"], archive[f"indptr{i}"]),
                                   shape=tuple(archive[f"shape{i}"]))
-            tasks.append(Task(task_name, X, archive[f"y{i}"], tuple(classes)))
+            tasks.append(Task(task_name, X, archive[f"y{i}"] if f"y{i}" in archive else None, tuple(classes)))
     return MultiTaskDataset(info["name"], tuple(tasks), info["meta"])

@@ -126,6 +126,9 @@ def data_spec(node) -> DataSpec:
         raise InputError(f"dataset {resolved['name']!r}: draw=per_seed needs a builder that samples with a seed; "
                          f"{builder!r} takes none")
     check_params(resolved["name"], builder, resolved.get("params") or {})
+    if builder == "files" and resolved["name"] == "files":
+        raise InputError("data=files: name your data with data.name=<name>; it names the sweep, its output folder "
+                         "and its benchmark in mtc.results.compare")
     absolute = {key: str(Path(resolved[key]).expanduser().resolve()) if resolved.get(key) else None
                 for key in ("root", "cache_dir")}
     return DataSpec(resolved["name"], builder, resolved.get("params") or {}, **absolute,

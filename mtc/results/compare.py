@@ -26,6 +26,12 @@ uses labels, and the label-free ones), and this module writes to ``--out``:
 and logs the same files to an MLflow run of their own (run name ``compare``, tag
 ``mtc.kind=compare``) unless ``--no-log``. Bad input (no store, no finished sweep, an
 unknown metric) is one line and exit 2.
+
+``--criterion`` says what chooses each sweep's point and ranks the methods: ``acc`` (the
+default) or the label-free ``silhouette``, then the tables, tests and ranks are of the
+silhouette at its point and nothing about accuracy is shown. It is used, with a note, when no
+sweep has accuracy (data without labels). The objectives do not compare across methods and
+the stability has no value per seed and task, so neither ranks methods.
 """
 
 from __future__ import annotations
@@ -46,13 +52,19 @@ from scipy import stats
 from mtc.cli import fail
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
-from mtc.results.reading import BEST, Sweep, finished_sweeps, open_experiment
-from mtc.results.report import SELECTIONS
+from mtc.results.reading import BEST, NO_LABELS_BEST, Sweep, comparison_criterion, finished_sweeps, open_experiment
+from mtc.results.report import CRITERIA, SELECTIONS
 from mtc.results.size_curves import draw_size_curves, size_curve_frame, size_table
 from mtc.store import preflight
 
 PUBLISHED = Path(__file__).parents[1] / "published_results.csv"  # the papers' numbers, mtc/published_results.csv
 LABEL_FREE = tuple(selection for selection in SELECTIONS if selection != BEST)
+RANKING = (BEST, NO_LABELS_BEST)  # the selections that can rank methods (--criterion)
+NOT_RANKING = {  # why the other selections cannot
+    "objective": "each method minimises its own objective, whose values do not compare across methods",
+    "objective_relative": "each method minimises its own objective, whose values do not compare across methods",
+    "stability": "it is one value per grid point (the ARI between pairs of seeds), no score per seed and task",
+}
 SECOND_METRIC = "nmi_max"  # tabled beside --metric (the papers' NMI)
 KIND_TAG = "mtc.kind"
 ALPHA = 0.05  # the Nemenyi test's level (the critical-difference diagram's bars)
@@ -63,7 +75,23 @@ FRIEDMAN_COLUMNS = ["method", "average_rank", "statistic", "p", "n_cells", "n_me
 
 @dataclass(frozen=True)
 class Comparison:
-    """Everything ``compare.md`` shows; each frame is also written as a CSV."""
+    """Everything ``compare.md`` shows; each frame is also written as a CSV.
+
+    Attributes
+    ----------
+    sweeps : list of Sweep
+        The sweeps compared.
+    cells, wilcoxon, friedman, nemenyi, rank_table, size_curves : pandas.DataFrame
+        The tables (``cells.csv``, ``wilcoxon.csv``, ...).
+    notes : list of str
+        What was left out or is worth knowing.
+    criterion : str
+        The selection of the points that the tables, tests and ranks use (``acc``, or
+        ``silhouette`` for data without labels).
+    metric : str
+        The score the tables, tests and ranks compare (``acc``, ``nmi_max``, ...; the
+        criterion's own metric for a label-free criterion).
+    """
 
     sweeps: list[Sweep]
     cells: pd.DataFrame
@@ -73,6 +101,8 @@ class Comparison:
     rank_table: pd.DataFrame
     size_curves: pd.DataFrame
     notes: list[str]
+    criterion: str = BEST
+    metric: str = BEST
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -120,11 +150,12 @@ def cell_frame(sweeps: list[Sweep], metrics: list[str], published: pd.DataFrame)
         columns="published_as")
 
 
-def seed_values(sweeps: list[Sweep], metric: str) -> pd.DataFrame:
-    """Per-seed values of ``metric`` at each sweep's best point: benchmark, method, task, seed, value."""
+def seed_values(sweeps: list[Sweep], metric: str, selection: str = BEST) -> pd.DataFrame:
+    """Per-seed values of ``metric`` at each sweep's point of ``selection`` (the best by
+    accuracy): benchmark, method, task, seed, value."""
     frames = []
     for sweep in sweeps:
-        at_best = sweep.trials[sweep.trials.point == sweep.points[BEST].point].set_index("seed")
+        at_best = sweep.trials[sweep.trials.point == sweep.points[selection].point].set_index("seed")
         columns = [c for c in at_best.columns if c.startswith(f"{metric}/")]
         long = at_best[columns].rename(columns=lambda c: c.split("/", 1)[1]).rename_axis(columns="task")
         frames.append(long.stack().rename("value").reset_index().assign(benchmark=sweep.benchmark,
@@ -160,11 +191,11 @@ def wilcoxon_pair(best: pd.Series, other: pd.Series) -> dict:
     return {"n_pairs": n, "statistic": float(result.statistic), "p": float(result.pvalue), "note": "; ".join(notes)}
 
 
-def wilcoxon_frame(values: pd.DataFrame, metric: str, cells: pd.DataFrame) -> pd.DataFrame:
+def wilcoxon_frame(values: pd.DataFrame, metric: str, cells: pd.DataFrame, selection: str = BEST) -> pd.DataFrame:
     """``wilcoxon.csv``: per benchmark and task, the best method (highest mean over its seeds)
     against each other method, paired by seed. The means are the score tables' (``cells``
-    at the best point), so that both print the same digits."""
-    at_best = cells[(cells.selection == BEST) & (cells.metric == metric)]
+    at the point of ``selection``), so that both print the same digits."""
+    at_best = cells[(cells.selection == selection) & (cells.metric == metric)]
     at_best = at_best.set_index(["benchmark", "task", "method"]).sort_index()
     rows = []
     for (benchmark, task), cell in values.groupby(["benchmark", "task"], sort=True):
@@ -196,10 +227,11 @@ def shared_methods(present: pd.DataFrame) -> list[str]:
     return list(present.columns[patterns[best]])
 
 
-def rank_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """(benchmark, task) x method means of ``metric`` at the best point, real tasks only (not
-    their mean), restricted to the shared methods and the cells where all of them have results."""
-    chosen = cells[(cells.selection == BEST) & (cells.metric == metric) & (cells.task != "mean")]
+def rank_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:
+    """(benchmark, task) x method means of ``metric`` at the point of ``selection``, real tasks
+    only (not their mean), restricted to the shared methods and the cells where all of them
+    have results."""
+    chosen = cells[(cells.selection == selection) & (cells.metric == metric) & (cells.task != "mean")]
     table = chosen.pivot_table(index=["benchmark", "task"], columns="method", values="mean")
     methods = shared_methods(table.notna())
     return table[methods].dropna() if methods else table.iloc[:0, :0]
@@ -358,10 +390,10 @@ def mean_std(mean: float, std: float) -> str:
     return f"{mean:.4f}" if pd.isna(std) else f"{mean:.4f} ± {std:.4f}"
 
 
-def score_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Methods x tasks (and mean): "mean ± std" at the best point, and the published number
-    beside every task for which some method has one."""
-    chosen = cells[(cells.selection == BEST) & (cells.metric == metric)]
+def score_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:
+    """Methods x tasks (and mean): "mean ± std" at the point of ``selection``, and the
+    published number beside every task for which some method has one."""
+    chosen = cells[(cells.selection == selection) & (cells.metric == metric)]
     tasks = task_order(chosen.task)
     ours = chosen.assign(text=[mean_std(m, s) for m, s in zip(chosen["mean"], chosen["std"])])
     paper = chosen.assign(text=[mean_std(m, s) for m, s in zip(chosen.paper_mean, chosen.paper_std)])
@@ -376,10 +408,10 @@ def score_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
     return pd.DataFrame({"point": points, **columns}).fillna("").reset_index()
 
 
-def overview_table(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Benchmarks x methods: the mean of ``metric`` over tasks at each method's best point,
-    "mean ± std" over seeds, the highest of each benchmark in bold (ties all bold)."""
-    chosen = cells[(cells.selection == BEST) & (cells.metric == metric) & (cells.task == "mean")]
+def overview_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:
+    """Benchmarks x methods: the mean of ``metric`` over tasks at each method's point of
+    ``selection``, "mean ± std" over seeds, the highest of each benchmark in bold (ties all bold)."""
+    chosen = cells[(cells.selection == selection) & (cells.metric == metric) & (cells.task == "mean")]
     means = chosen.pivot(index="benchmark", columns="method", values="mean")
     stds = chosen.pivot(index="benchmark", columns="method", values="std")
     text = pd.DataFrame({method: [mean_std(m, s) for m, s in zip(means[method], stds[method])]
@@ -428,19 +460,9 @@ def wilcoxon_markdown(tests: pd.DataFrame) -> pd.DataFrame:
         "p": tests.p.map(lambda v: "" if pd.isna(v) else f"{v:.4g}"), "note": tests.note.fillna("")})
 
 
-def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str], figures: dict) -> list[str]:
-    """The lines of compare.md on one benchmark."""
-    cells = comparison.cells[comparison.cells.benchmark == benchmark]
-    parts = [f"## {benchmark}", ""]
-    for metric in metrics:
-        parts += [f"### {metric} at the {SELECTIONS[BEST]}", "",
-                  markdown_table(score_table(cells, metric)), ""]
-    curves = comparison.size_curves[comparison.size_curves.benchmark == benchmark]
-    if len(curves):
-        parts += [f"### mean {metrics[0]} over tasks per sample size, at each method's best point over all sizes "
-                  "(mean ± std over draws (number of draws); the highest per size in bold)", "",
-                  markdown_table(size_table(curves)), "",
-                  f"![{metrics[0]} against the sample size on {benchmark}]({figures[None, benchmark].name})", ""]
+def accuracy_loss_parts(benchmark: str, cells: pd.DataFrame) -> list[str]:
+    """The lines of compare.md on the accuracy at the label-free points of one benchmark's sweeps."""
+    parts = []
     criteria = criteria_table(cells)
     if len(criteria):
         closest = criteria.iloc[0]
@@ -453,6 +475,26 @@ def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str]
             parts += [f"### acc at the label-free point `{selection}`: {SELECTIONS[selection]} (in brackets: minus "
                       "the best point's acc)", "",
                       markdown_table(label_free_table(cells, selection)), ""]
+    return parts
+
+
+def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str], figures: dict) -> list[str]:
+    """The lines of compare.md on one benchmark (with the criterion acc, also the accuracy at
+    the label-free points)."""
+    cells = comparison.cells[comparison.cells.benchmark == benchmark]
+    criterion = comparison.criterion
+    parts = [f"## {benchmark}", ""]
+    for metric in metrics:
+        parts += [f"### {metric} at the {SELECTIONS[criterion]}", "",
+                  markdown_table(score_table(cells, metric, criterion)), ""]
+    curves = comparison.size_curves[comparison.size_curves.benchmark == benchmark]
+    if len(curves):
+        parts += [f"### mean {metrics[0]} over tasks per sample size, at each method's best point over all sizes "
+                  "(mean ± std over draws (number of draws); the highest per size in bold)", "",
+                  markdown_table(size_table(curves)), "",
+                  f"![{metrics[0]} against the sample size on {benchmark}]({figures[None, benchmark].name})", ""]
+    if criterion == BEST:
+        parts += accuracy_loss_parts(benchmark, cells)
     tests = comparison.wilcoxon[comparison.wilcoxon.benchmark == benchmark]
     if len(tests):
         parts += [f"### Wilcoxon signed-rank tests of {metrics[0]} (two-sided, paired by seed; best method against "
@@ -489,8 +531,9 @@ def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, 
                      source: str) -> str:
     """compare.md: the sweeps read, notes, one section per benchmark, the Friedman section."""
     sweeps = pd.DataFrame([{"benchmark": s.benchmark, "method": s.method, "parent run": s.run_id,
-                            "seeds at best": s.points[BEST].n_runs,
-                            **{f"point: {sel}": s.points[sel].point if sel in s.points else "" for sel in SELECTIONS}}
+                            "seeds at best": s.points[comparison.criterion].n_runs,
+                            **{f"point: {sel}": s.points[sel].point if sel in s.points else "" for sel in SELECTIONS
+                               if sel != BEST or comparison.criterion == BEST}}
                            for s in comparison.sweeps])
     parts = [f"# Comparison of {len(comparison.sweeps)} sweeps ({source})", "",
              "Mean ± std (ddof = 1) over seeds. Published numbers: mtc/published_results.csv, matched on benchmark, "
@@ -498,10 +541,12 @@ def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, 
              "no config of ours, `paper:*`, are not shown).", "",
              markdown_table(sweeps), ""]
     parts += [f"- {note}" for note in comparison.notes] + ([""] if comparison.notes else [])
-    parts += [f"## Overview: mean {metrics[0]} over tasks at each method's best grid point by mean accuracy", "",
+    chosen_by = ("best grid point by mean accuracy" if comparison.criterion == BEST else
+                 f"grid point of the {SELECTIONS[comparison.criterion]}")
+    parts += [f"## Overview: mean {metrics[0]} over tasks at each method's {chosen_by}", "",
               "Mean ± std over seeds; the highest on each benchmark in bold; the per-task tables, the published "
               "numbers and the tests are in the benchmark's section.", "",
-              markdown_table(overview_table(comparison.cells, metrics[0])), ""]
+              markdown_table(overview_table(comparison.cells, metrics[0], comparison.criterion)), ""]
     for benchmark in sorted(set(sweeps.benchmark)):
         parts += benchmark_section(benchmark, comparison, metrics, figures)
     return "\n".join(parts + friedman_section(comparison, metrics[0], cd_figure))
@@ -516,16 +561,57 @@ def check_metric(metric: str) -> None:
         raise InputError(f"unknown --metric {metric!r}; choose one of {', '.join(METRIC_NAMES)}")
 
 
-def build_comparison(sweeps: list[Sweep], notes: list[str], metric: str, published: pd.DataFrame) -> Comparison:
-    """Cells, tests and ranks of the sweeps for ``metric`` (and acc and nmi_max in cells)."""
-    cells = cell_frame(sweeps, list(dict.fromkeys([metric, "acc", SECOND_METRIC])), published)
-    table = rank_table(cells, metric)
+def check_criterion(criterion: str | None) -> None:
+    """Raise InputError unless ``criterion`` is None (chosen by the sweeps) or one of RANKING."""
+    if criterion is None or criterion in RANKING:
+        return
+    why = f"--criterion {criterion}: {NOT_RANKING[criterion]}" if criterion in NOT_RANKING else \
+        f"unknown --criterion {criterion!r}"
+    raise InputError(f"{why}; choose one of {', '.join(RANKING)}")
+
+
+def criterion_metric(criterion: str, metric: str) -> str:
+    """The score the tables show: ``metric`` at the best point by accuracy, else the label-free
+    criterion's own (``silhouette``).
+
+    Raises
+    ------
+    InputError
+        A ``metric`` other than acc with a label-free criterion.
+    """
+    if criterion == BEST:
+        return metric
+    if metric != "acc":
+        raise InputError(f"--metric {metric} needs --criterion acc (labels); by {criterion} the tables show "
+                         f"{CRITERIA[criterion][0]}")
+    return CRITERIA[criterion][0].split("/")[0]
+
+
+def build_comparison(sweeps: list[Sweep], notes: list[str], metric: str, published: pd.DataFrame,
+                     criterion: str = BEST) -> Comparison:
+    """Cells, tests and ranks of the sweeps for ``metric`` at the points of ``criterion`` (and
+    acc and nmi_max in cells when the criterion is accuracy)."""
+    tabled = [metric, "acc", SECOND_METRIC] if criterion == BEST else [metric]
+    cells = cell_frame(sweeps, list(dict.fromkeys(tabled)), published)
+    table = rank_table(cells, metric, criterion)
     if table.shape[1] >= 3 and len(table) >= 2 and (table.nunique(axis=1) > 1).any():
         friedman, nemenyi = friedman_frames(table)
     else:
         friedman, nemenyi = pd.DataFrame(columns=FRIEDMAN_COLUMNS), pd.DataFrame(index=pd.Index([], name="method"))
-    return Comparison(sweeps, cells, wilcoxon_frame(seed_values(sweeps, metric), metric, cells), friedman, nemenyi,
-                      table, size_curve_frame(sweeps, BEST, metric), notes)
+    return Comparison(sweeps, cells, wilcoxon_frame(seed_values(sweeps, metric, criterion), metric, cells, criterion),
+                      friedman, nemenyi, table, size_curve_frame(sweeps, criterion, metric), notes, criterion, metric)
+
+
+def read_comparison(client, experiment_id: str, metric: str = BEST, benchmarks: list[str] | None = None,
+                    methods: list[str] | None = None, criterion: str | None = None,
+                    published: Path = PUBLISHED) -> Comparison:
+    """The comparison of the experiment's newest finished sweeps, in memory (what ``compare``
+    writes and ``mtc.results.comparison`` returns); ``criterion`` None: accuracy, or silhouette
+    when no sweep has accuracy (``comparison_criterion``)."""
+    sweeps, notes = finished_sweeps(client, experiment_id, benchmarks, methods, criterion)
+    criterion = criterion or comparison_criterion([sweep.points for sweep in sweeps])
+    metric = criterion_metric(criterion, metric)
+    return build_comparison(sweeps, notes, metric, load_published(published), criterion)
 
 
 def write_outputs(comparison: Comparison, metric: str, out: Path, source: str) -> list[Path]:
@@ -544,17 +630,19 @@ def write_outputs(comparison: Comparison, metric: str, out: Path, source: str) -
               **({"size_curves.csv": comparison.size_curves} if len(comparison.size_curves) else {})}
     for name, frame in frames.items():
         frame.to_csv(out / name, index=name == "nemenyi.csv")
-    metrics = list(dict.fromkeys([metric, SECOND_METRIC]))
+    metrics = list(dict.fromkeys([metric, SECOND_METRIC])) if comparison.criterion == BEST else [metric]
     (out / "compare.md").write_text(compare_markdown(comparison, metrics, figures, cd_figure, source))
     figure_paths = [p for p in [*figures.values(), cd_figure] if p is not None]
     return [out / "compare.md", *(out / name for name in frames), *figure_paths]
 
 
-def log_run(client, experiment_id: str, paths: list[Path], metric: str, sweeps: list[Sweep]) -> str:
+def log_run(client, experiment_id: str, paths: list[Path], metric: str, sweeps: list[Sweep],
+            criterion: str = BEST) -> str:
     """A new MLflow run "compare" (tag mtc.kind=compare) holding the files; returns its id."""
     run = client.create_run(experiment_id, run_name="compare", tags={KIND_TAG: "compare"})
     run_id = run.info.run_id
     client.log_param(run_id, "metric", metric)
+    client.log_param(run_id, "criterion", criterion)
     client.log_param(run_id, "sweeps", len(sweeps))
     for path in paths:
         client.log_artifact(run_id, str(path))
@@ -563,7 +651,8 @@ def log_run(client, experiment_id: str, paths: list[Path], metric: str, sweeps: 
 
 
 def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", benchmarks: list[str] | None = None,
-            methods: list[str] | None = None, log: bool = True, published: Path = PUBLISHED) -> dict:
+            methods: list[str] | None = None, log: bool = True, published: Path = PUBLISHED,
+            criterion: str | None = None) -> dict:
     """Compare the finished sweeps of an experiment; write and (when ``log``) log the outputs.
 
     Parameters
@@ -573,13 +662,16 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
     out : pathlib.Path
         Folder for compare.md, the CSVs and the PNGs.
     metric : str
-        The score of the tables, tests and ranks (one of METRIC_NAMES).
+        The score of the tables, tests and ranks (one of METRIC_NAMES) with the criterion acc.
     benchmarks, methods : list of str, optional
         Keep only these (all when not given).
     log : bool
         Log the files to a new MLflow run "compare".
     published : pathlib.Path
         The CSV of published numbers.
+    criterion : str, optional
+        What chooses each sweep's point and ranks the methods: ``acc`` or ``silhouette``
+        (RANKING); by default acc, or silhouette, with a note, when no sweep has accuracy.
 
     Returns
     -------
@@ -589,14 +681,16 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
     Raises
     ------
     InputError
-        Unknown metric, no store, no such experiment, no finished sweep (after the filters).
+        Unknown metric or criterion, a metric other than acc with a label-free criterion, no
+        store, no such experiment, no finished sweep (after the filters).
     """
     check_metric(metric)
+    check_criterion(criterion)
     client, experiment_id = open_experiment(tracking_uri, experiment)
-    sweeps, notes = finished_sweeps(client, experiment_id, benchmarks, methods)
-    comparison = build_comparison(sweeps, notes, metric, load_published(published))
-    paths = write_outputs(comparison, metric, out, f"experiment `{experiment}` of {tracking_uri}")
-    run_id = log_run(client, experiment_id, paths, metric, sweeps) if log else None
+    comparison = read_comparison(client, experiment_id, metric, benchmarks, methods, criterion, published)
+    paths = write_outputs(comparison, comparison.metric, out, f"experiment `{experiment}` of {tracking_uri}")
+    run_id = log_run(client, experiment_id, paths, comparison.metric, comparison.sweeps,
+                     comparison.criterion) if log else None
     return {"comparison": comparison, "paths": paths, "run_id": run_id}
 
 
@@ -606,7 +700,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db", help="the sweeps' MLflow store")
     parser.add_argument("--experiment", default="mtc")
     parser.add_argument("--out", type=Path, default=Path("outputs/compare"), help="folder for the outputs")
-    parser.add_argument("--metric", default="acc", help=f"one of {', '.join(METRIC_NAMES)}")
+    parser.add_argument("--metric", default="acc", help=f"one of {', '.join(METRIC_NAMES)} (with --criterion acc)")
+    parser.add_argument("--criterion", help=f"what chooses each sweep's grid point and ranks the methods: "
+                                            f"{' or '.join(RANKING)} (label-free; the tables then show it); default: "
+                                            "acc, or silhouette when no sweep has accuracy (data without labels)")
     parser.add_argument("--benchmarks", nargs="+",
                         help="only these benchmarks; <data>@<n1>+<n2> pools the sweeps <data>-n<n1>, <data>-n<n2>")
     parser.add_argument("--methods", nargs="+", help="only these methods (sweep labels, e.g. smbc_sequential)")
@@ -621,7 +718,7 @@ def main(argv: list[str] | None = None) -> None:
     preflight.process_env()
     try:
         result = compare(args.tracking_uri, args.experiment, args.out, args.metric, args.benchmarks, args.methods,
-                         not args.no_log, args.published)
+                         not args.no_log, args.published, args.criterion)
     except InputError as error:
         fail(error)
     comparison = result["comparison"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mtc.errors import InputError
-from mtc.results.compare import PUBLISHED, Comparison, build_comparison, check_metric, load_published, parse_point
+from mtc.results.compare import Comparison, check_criterion, check_metric, parse_point, read_comparison
 from mtc.results.reading import (
     benchmark_name,
     finished_sweeps,
@@ -154,12 +154,12 @@ def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) 
 
 def chosen(tracking_uri: str = STORE, experiment: str = EXPERIMENT, benchmarks: list[str] | None = None,
            methods: list[str] | None = None) -> pd.DataFrame:
-    """The grid point of each selection (``acc`` and the label-free ones of
-    ``mtc.results.report.SELECTIONS``) of the newest finished sweep of every benchmark and
-    method, as ``mtc.results.compare`` chooses them: ``benchmark``, ``method``, ``selection``,
-    ``point``, ``n_runs``, then the mean of every metric at that point."""
+    """The grid point of each selection (``acc``, when the data has labels, and the label-free
+    ones of ``mtc.results.report.SELECTIONS``) of the newest finished sweep of every benchmark
+    and method, as ``mtc.results.compare`` chooses them: ``benchmark``, ``method``,
+    ``selection``, ``point``, ``n_runs``, then the mean of every metric at that point."""
     client, experiment_id = open_experiment(tracking_uri, experiment)
-    found, _ = finished_sweeps(client, experiment_id, benchmarks, methods)
+    found, _ = finished_sweeps(client, experiment_id, benchmarks, methods, criterion=None)
     rows = [{"benchmark": sweep.benchmark, "method": sweep.method, "selection": selection, "point": summary.point,
              "n_runs": summary.n_runs, **summary.mean}
             for sweep in found for selection, summary in sweep.points.items()]
@@ -167,11 +167,14 @@ def chosen(tracking_uri: str = STORE, experiment: str = EXPERIMENT, benchmarks: 
 
 
 def comparison(tracking_uri: str = STORE, experiment: str = EXPERIMENT, metric: str = "acc",
-               benchmarks: list[str] | None = None, methods: list[str] | None = None) -> Comparison:
+               benchmarks: list[str] | None = None, methods: list[str] | None = None,
+               criterion: str | None = None) -> Comparison:
     """``mtc.results.compare``'s tables for ``metric``, in memory: ``.cells`` (``cells.csv``),
-    ``.wilcoxon``, ``.friedman``, ``.nemenyi``, ``.rank_table``, ``.size_curves``, ``.notes``;
-    ``<data>@<n1>+<n2>`` in ``benchmarks`` pools sample sizes, as on the command line."""
+    ``.wilcoxon``, ``.friedman``, ``.nemenyi``, ``.rank_table``, ``.size_curves``, ``.notes``,
+    and the ``.criterion`` that chose the points (``criterion`` None: accuracy, or silhouette
+    when the data has no labels); ``<data>@<n1>+<n2>`` in ``benchmarks`` pools sample sizes,
+    as on the command line."""
     check_metric(metric)
+    check_criterion(criterion)
     client, experiment_id = open_experiment(tracking_uri, experiment)
-    found, notes = finished_sweeps(client, experiment_id, benchmarks, methods)
-    return build_comparison(found, notes, metric, load_published(PUBLISHED))
+    return read_comparison(client, experiment_id, metric, benchmarks, methods, criterion)

@@ -8,7 +8,8 @@ report, ``mtc.run``, ``mtc.results.compare`` and ``mtc.reproduce``.
 - ``chosen_points``: the grid point of every selection of ``mtc.results.report.SELECTIONS``;
 - ``finished_sweeps``: every finished sweep of an experiment (the newest per benchmark and
   method; sample sizes pooled as ``<data>@<n1>+<n2>``) as a ``Sweep``: its chosen points and
-  one row per trial (what ``mtc.results.compare`` compares).
+  one row per trial (what ``mtc.results.compare`` compares); sweeps of data without labels
+  are compared by a label-free criterion (``comparison_criterion``).
 
 Nothing here starts Ray or writes to the store.
 """
@@ -36,6 +37,7 @@ from mtc.results.size_curves import SIZE_SEPARATOR
 from mtc.store import preflight, tracking
 
 BEST = "acc"  # the selection the comparison tables, tests and ranks use (the papers' protocol)
+NO_LABELS_BEST = "silhouette"  # ... when no sweep has accuracy (data without labels)
 POOL_MARK = "@"  # <data>@<n1>+<n2>: a benchmark pooling the sweeps of several sample sizes (pool_members)
 
 
@@ -274,6 +276,13 @@ def selection_points(summaries: list[PointSummary]) -> tuple[dict[str, PointSumm
     return points, missing
 
 
+def comparison_criterion(points: list[dict[str, PointSummary]]) -> str:
+    """The selection a comparison chooses points and ranks by when none is given: ``BEST``
+    when a sweep has a point by accuracy (``points``: each sweep's chosen points), else
+    ``NO_LABELS_BEST`` (no sweep logged accuracy: data without labels)."""
+    return BEST if any(BEST in chosen for chosen in points) else NO_LABELS_BEST
+
+
 def pooled_records(client, experiment_id: str, runs: list) -> list[TrialRecord]:
     """The trials of one sweep, or of a pooled benchmark's member sweeps with each seed named
     ``<member's size>/<seed>`` (``n20/3``) so that seeds stay distinct and pair across methods."""
@@ -283,26 +292,38 @@ def pooled_records(client, experiment_id: str, runs: list) -> list[TrialRecord]:
             for run in runs for record in trial_records(client, experiment_id, run.info.run_id)]
 
 
-def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep], list[str]]:
+def load_sweeps(client, experiment_id: str, parents: dict, criterion: str | None = BEST
+                ) -> tuple[list[Sweep], list[str]]:
     """Read every chosen sweep's child runs (``parents``: pair -> its run, or a pooled
-    benchmark's member runs); returns the sweeps and notes on what was left out."""
-    sweeps, notes, drawn_per_seed = [], [], []
+    benchmark's member runs); returns the sweeps with a point of ``criterion`` (None:
+    ``comparison_criterion``, said in a note when it is not accuracy) and notes on what was
+    left out."""
+    read = []
     for (benchmark, method), runs in parents.items():
         records = pooled_records(client, experiment_id, runs)
-        run, run_id = runs[0], " + ".join(r.info.run_id for r in runs)
-        tasks = sorted({key.split("/", 1)[1] for r in records for key in r.metrics
-                        if key.startswith("acc/") and key != "acc/mean"})
-        same_data = len(runs) == 1 and run.data.tags.get("mtc.data_draws", "1") == "1"
+        tasks = sorted({key.split("/", 1)[1] for r in records for key in r.metrics  # no accuracy without labels
+                        if key.startswith(("acc/", "silhouette/")) and key not in ("acc/mean", "silhouette/mean")})
+        same_data = len(runs) == 1 and runs[0].data.tags.get("mtc.data_draws", "1") == "1"
         summaries = point_summaries(client, records, tasks, same_data)
-        points, missing = selection_points(summaries)
-        if BEST not in points:
-            notes.append(f"{method} on {benchmark} ({run_id}): no finished trial with accuracy; left out")
+        read.append((benchmark, method, runs, records, summaries, same_data, *selection_points(summaries)))
+    sweeps, notes, drawn_per_seed = [], [], []
+    if criterion is None:
+        criterion = comparison_criterion([points for *_, points, _ in read])
+        if criterion != BEST:
+            notes.append(f"no sweep has accuracy (data without labels): points chosen and methods ranked by "
+                         f"{criterion}, the {SELECTIONS[criterion]} (--criterion)")
+    for benchmark, method, runs, records, summaries, same_data, points, missing in read:
+        run, run_id = runs[0], " + ".join(r.info.run_id for r in runs)
+        if criterion not in points:
+            why = "no finished trial with accuracy" if criterion == BEST else \
+                f"no {criterion} point ({why_no_point(summaries, criterion)})"
+            notes.append(f"{method} on {benchmark} ({run_id}): {why}; left out")
             continue
         if not same_data:
             drawn_per_seed.append(f"{method} on {benchmark}")
             missing.remove("stability")
         notes += [f"{method} on {benchmark}: no {selection} point ({why_no_point(summaries, selection)})"
-                  for selection in missing]
+                  for selection in missing if selection != BEST]  # a kept sweep lacks accuracy only without labels
         sweeps.append(Sweep(benchmark, method, run_id, points, trial_frame(records),
                             run.data.tags.get("mtc.method", method)))
     if drawn_per_seed:
@@ -312,10 +333,11 @@ def load_sweeps(client, experiment_id: str, parents: dict) -> tuple[list[Sweep],
 
 
 def finished_sweeps(client, experiment_id: str, benchmarks: list[str] | None = None,
-                    methods: list[str] | None = None) -> tuple[list[Sweep], list[str]]:
+                    methods: list[str] | None = None, criterion: str | None = BEST) -> tuple[list[Sweep], list[str]]:
     """The newest finished sweep of every (benchmark, method) that ``benchmarks`` and ``methods``
     keep (all when not given; ``<data>@<n1>+<n2>`` pools sample sizes), read back with their
-    chosen points, and notes on what was left out or did not finish.
+    chosen points, and notes on what was left out or did not finish. A sweep without a point
+    of ``criterion`` is left out (None: ``comparison_criterion``, see ``load_sweeps``).
 
     Raises
     ------
@@ -335,7 +357,7 @@ def finished_sweeps(client, experiment_id: str, benchmarks: list[str] | None = N
         which = " matching --benchmarks/--methods" if parents else ""
         raise InputError(f"no finished sweep{which} in experiment {experiment!r} of {client.tracking_uri}; run one "
                          "with python -m mtc.sweep")
-    sweeps, skipped = load_sweeps(client, experiment_id, chosen)
+    sweeps, skipped = load_sweeps(client, experiment_id, chosen, criterion)
     if not sweeps:
         raise InputError(f"no finished trial in the finished sweeps of experiment {experiment!r}: {'; '.join(skipped)}")
     return sweeps, notes + skipped

@@ -7,6 +7,7 @@ Choices of grid point, labelled as such in every table:
   first objective (``objective_relative``), the highest mean cosine silhouette of the
   clusters on the input (``silhouette``), the highest agreement (ARI) between the labels of
   different seeds (``stability``).
+Data without labels has no accuracy: its report says so and shows the label-free choices only.
 Ties are broken by a stated rule (TIE_RULES) and reported. The std is the sample standard
 deviation (ddof=1, as MATLAB's std) over the seeds.
 """
@@ -33,6 +34,8 @@ CRITERIA = {"acc": ("acc/mean", 1), "objective": ("objective/final", -1), "objec
             "silhouette": ("silhouette/mean", 1), "stability": ("stability/mean", 1)}
 TIE_RULES = {"acc": "the higher mean nmi_max, then the first in grid order"}
 TIE_RULE = "the first in grid order"
+NO_LABELS = ("The data has no labels (no accuracy, NMI, ARI or purity): grid points are chosen by the label-free "
+             "criteria only.")
 
 
 @dataclass(frozen=True)
@@ -164,10 +167,14 @@ def tie_note(summaries: list[PointSummary], selection: str) -> str:
             f"{TIE_RULES.get(selection, TIE_RULE)}")
 
 
-def label_free_table(summaries: list[PointSummary]) -> str:
-    """Markdown: each label-free choice, its grid point and the accuracy it reaches."""
-    best = best_point(summaries, "acc").mean["acc/mean"]
-    lines = ["| chosen by | grid point | acc (mean over tasks) | below the best | nmi_max |", "|---|---|---|---|---|"]
+def label_free_table(summaries: list[PointSummary], labelled: bool = True) -> str:
+    """Markdown: each label-free choice, its grid point and the accuracy it reaches; without
+    labels its runs and its criterion's value (the mean over seeds; stability: over pairs of
+    seeds) instead."""
+    best = best_point(summaries, "acc").mean["acc/mean"] if labelled else None
+    header = ("| chosen by | grid point | acc (mean over tasks) | below the best | nmi_max |" if labelled else
+              "| chosen by | grid point | runs | criterion | value |")
+    lines = [header, "|---|---|---|---|---|"]
     for selection, label in SELECTIONS.items():
         if selection == "acc":
             continue
@@ -176,17 +183,42 @@ def label_free_table(summaries: list[PointSummary]) -> str:
         except ValueError:
             lines.append(f"| {label} | (none: {why_no_point(summaries, selection)}) | | | |")
             continue
-        lines.append(f"| {label} | `{chosen.point}` | {chosen.mean['acc/mean']:.4f} ± {chosen.std['acc/mean']:.4f} | "
-                     f"{best - chosen.mean['acc/mean']:.4f} | {chosen.mean['nmi_max/mean']:.4f} |")
+        if labelled:
+            acc, spread = chosen.mean["acc/mean"], chosen.std["acc/mean"]
+            lines.append(f"| {label} | `{chosen.point}` | {acc:.4f} ± {spread:.4f} | {best - acc:.4f} | "
+                         f"{chosen.mean['nmi_max/mean']:.4f} |")
+        else:
+            key = CRITERIA[selection][0]
+            lines.append(f"| {label} | `{chosen.point}` | {chosen.n_runs} | {key} | {chosen.mean[key]:.6g} |")
     return "\n".join(lines)
 
 
-def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str], data_note: str = "") -> str:
-    parts = [f"# {title}", ""] + ([data_note, ""] if data_note else [])
+def accuracy_parts(summaries: list[PointSummary], task_names: list[str]) -> list[str]:
+    """The report's lines on the grid point of the best accuracy and on the label-free choices."""
     best = best_point(summaries, "acc")
-    parts += [f"## {SELECTIONS['acc']}", "", f"grid point: `{best.point}` ({best.n_runs} runs)", ""]
+    parts = [f"## {SELECTIONS['acc']}", "", f"grid point: `{best.point}` ({best.n_runs} runs)", ""]
     parts += [f"{note}\n" for note in [tie_note(summaries, "acc")] if note] + [task_table(best, task_names), ""]
-    parts += ["## grid points chosen without labels", "", label_free_table(summaries), ""]
+    return parts + ["## grid points chosen without labels", "", label_free_table(summaries), ""]
+
+
+def label_free_parts(summaries: list[PointSummary], task_names: list[str]) -> list[str]:
+    """The report's lines for data without labels: that it has none, the label-free choices and
+    the silhouette per task at the point the silhouette chose."""
+    parts = [NO_LABELS, "", "## grid points chosen without labels", "", label_free_table(summaries, labelled=False), ""]
+    candidates, _ = ranked(summaries, "silhouette")
+    if candidates:
+        point = candidates[0]
+        parts += [f"## silhouette per task at the point of the {SELECTIONS['silhouette']}: `{point.point}` "
+                  f"({point.n_runs} runs)", "", task_table(point, task_names, ("silhouette",)), ""]
+    return parts
+
+
+def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str], data_note: str = "",
+                    labelled: bool = True) -> str:
+    """The sweep's report.md: the best point by accuracy and the label-free choices, or for
+    data without labels (``labelled`` false) the label-free choices only, said in one line."""
+    parts = [f"# {title}", ""] + ([data_note, ""] if data_note else [])
+    parts += accuracy_parts(summaries, task_names) if labelled else label_free_parts(summaries, task_names)
     parts += [note for note in (tie_note(summaries, s) for s in SELECTIONS if s != "acc") if note]
     failed = sum(s.n_failed for s in summaries)
     if failed:

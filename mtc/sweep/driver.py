@@ -379,7 +379,8 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
                  log: bool = True) -> SweepResult:
     """Read the sweep's runs back, write its report (report.md, grid.csv) and, with ``log``,
     log it to the parent run with the convergence figures of the chosen points and the
-    best-point summary, and mark the parent FINISHED."""
+    best-point summary, and mark the parent FINISHED. Data without labels is reported and
+    summarised by the label-free choices only (no accuracy point, no figure by accuracy)."""
     plan, client, parent_id, experiment_id = opened.plan, opened.client, opened.parent_id, opened.experiment_id
     run, out = plan.run, plan.output_dir
     dataset = plan.datasets[0]
@@ -390,7 +391,7 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
     records = trial_records(client, experiment_id, parent_id)
     summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
     markdown = report_markdown(f"{run.method.name} on {run.data.name}", summaries, dataset.task_names,
-                               data_note(run.data.draw, plan.datasets))
+                               data_note(run.data.draw, plan.datasets), labelled=dataset.labelled)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(markdown)
     (out / "grid.csv").write_text(grid_csv(summaries))
@@ -398,7 +399,7 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
     if log:
         client.log_artifact(parent_id, str(out / "report.md"))
         client.log_artifact(parent_id, str(out / "grid.csv"))
-        for selection in ("acc", "objective"):
+        for selection in (s for s in ("acc", "objective") if s in best):
             runs = {f"seed {r.seed}": (r.run_id, r.artifact_uri) for r in records
                     if r.point == best[selection].point and r.status == "FINISHED"}
             log_convergence_figure(client, parent_id, runs, out / f"convergence_best_by_{selection}.png",
