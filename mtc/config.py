@@ -216,6 +216,10 @@ class RaySettings:
 
 @dataclass(frozen=True)
 class SweepSettings:
+    """The sweep block of the config (conf/config.yaml ``sweep``), checked: its name and label,
+    seeds per grid point, CPUs and concurrency per trial, seeds per Ray trial, resuming, retries
+    and the output folder."""
+
     name: str
     label: str
     repeats: int

@@ -84,3 +84,27 @@ def test_the_data_catalogue_lists_every_data_config(site):
     for path in sorted((CONF_DIR / "data").glob("*.yaml")):
         assert f'id="{path.stem}"' in page, f"no data catalogue entry for {path.name}"
     assert "comp.graphics" in page and "ModApte" in page  # a task's classes and a config's own comment
+
+
+def test_every_public_class_has_a_docstring():
+    """No undocumented public class (the API reference would show it bare): a class defined in
+    an mtc module, not starting with "_", has a docstring of its own (a dataclass's generated
+    signature does not count; the pooled solvers build theirs at import, so __doc__ is read)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import mtc
+
+    bare = []
+    for info in pkgutil.walk_packages(mtc.__path__, "mtc."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or name.startswith("_"):
+                continue
+            doc = (cls.__doc__ or "").strip()
+            if not doc or doc.startswith(f"{name}("):
+                bare.append(f"{info.name}.{name}")
+    assert bare == []

@@ -195,6 +195,9 @@ def build_matfiles(paths, *, tasks: dict[str, dict], class_names: list[str], tfi
 
 @dataclass(frozen=True)
 class Builder:
+    """A composition's builder: the function that builds it, the raw-file keys it needs for
+    given params (and may use), and whether it returns documents to vectorise."""
+
     build: Callable
     raw: Callable[[dict], tuple[str, ...]]  # params -> raw-file keys needed
     optional_raw: tuple[str, ...] = ()

@@ -21,6 +21,8 @@ from mtc.errors import InputError
 
 @dataclass(frozen=True)
 class RawFile:
+    """A raw corpus file: where it lives under the data root, its checksum, and where to get it."""
+
     path: str  # relative to the data root
     checksum: str
     algorithm: str = "sha256"

@@ -52,6 +52,9 @@ class TrialRecord:
 
 @dataclass
 class PointSummary:
+    """One grid point of a sweep: its finished and failed trials, and the mean and std (ddof=1)
+    over seeds of every metric."""
+
     point: str
     n_runs: int
     n_failed: int
