@@ -88,6 +88,17 @@ CLI_CASES = [
      f"error: {TMP}/t2.csv: feature columns differ from t1.csv's: missing 'b'"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv]", "data.params.label_column=class"],
      f"error: {TMP}/t1.csv: label column 'class' not found; columns: 'a', 'b', 'label'"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/t.xyz]", "data.params.label_column=label"],
+     f"error: {TMP}/t.xyz: unknown format '.xyz'; known: .csv, .libsvm, .mat, .npy, .npz, .parquet, .svm, "
+     ".svmlight, .tsv (CSV, TSV and svmlight also .gz or .bz2), or a folder of text documents"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/nan.csv]",
+      "data.params.label_column=label"], f"error: {TMP}/nan.csv: NaN or infinite values in columns 'b'"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/text.csv]",
+      "data.params.label_column=label"], f"error: {TMP}/text.csv: non-numeric columns 'b'"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/empty.csv]",
+      "data.params.label_column=label"], f"error: {TMP}/empty.csv: no rows (empty task)"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/one.csv]", "data.params.n_clusters=2"],
+     f"error: {TMP}/one.csv: task 'one' has 1 samples, fewer than its 2 clusters"),
     # the tracking store, the output folder and the cluster: checked before anything is created
     (["mlflow.tracking_uri=bogus://x"], "error: mlflow.tracking_uri 'bogus://x': unsupported scheme 'bogus'"),
     (["mlflow.tracking_uri=http://127.0.0.1:1"], "error: the tracking server http://127.0.0.1:1 does not answer"),
@@ -151,6 +162,11 @@ def run_case(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
     (tmp / "not-a-database").write_text("this is not an SQLite database, it is long enough to have a header" * 4)
     (tmp / "t1.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n")  # tasks of the user's own data
     (tmp / "t2.csv").write_text("a,label\n1,x\n2,y\n")  # column b missing
+    (tmp / "t.xyz").write_text("x\n")  # a format the builder does not read
+    (tmp / "nan.csv").write_text("a,b,label\n1,,x\n3,4,y\n")  # a missing value
+    (tmp / "text.csv").write_text("a,b,label\n1,hi,x\n3,4,y\n")  # a word among the features
+    (tmp / "empty.csv").write_text("a,b,label\n")  # a header, no rows
+    (tmp / "one.csv").write_text("a,b\n1,2\n")  # one sample for two clusters
     module, args = cli_command([arg.replace(TMP, str(tmp)) for arg in args])
     defaults = [f"output_dir={tmp / 'out'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'db'}", "sweep.repeats=1"]
     if module == "mtc.run":
