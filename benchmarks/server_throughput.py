@@ -121,7 +121,7 @@ def fit_problem(samples_per_cluster: int):
 def log_trial_per_value(client, run_id: str, artifact_uri: str, outcome, trial_config: dict,
                         task_names: list[str]) -> None:
     """What tracking.log_trial logs, with one ``log_param`` or ``log_metric`` call per value."""
-    for key, value in tracking.flatten(tracking.run_params(trial_config)).items():
+    for key, value in tracking.flatten(tracking.run_params(trial_config, outcome.n_samples)).items():
         client.log_param(run_id, key, value[:6000])
     now = int(time.time() * 1000)
     for key, value in outcome.metrics.items():

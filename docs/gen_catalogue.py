@@ -134,6 +134,7 @@ def method_entry(name: str, solver: type, config, path: Path) -> list[str]:
     defaults = solver().get_params()
     module = inspect.getmodule(solver)
     lines = [f"## `{name}`", "",
+             f"**In the papers**: {config.get('display') or name}  ",
              f"**Solver**: [`{target}`][{solver.__module__}.{solver.__qualname__}]  ",
              f"**Config**: `conf/method/{name}.yaml` · run it with `python -m mtc.sweep method={name} data=...`",
              ""]

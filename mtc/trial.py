@@ -42,6 +42,8 @@ class TrialOutcome:
     labels: list[np.ndarray]
     matrices: dict[str, NamedMatrix]
     converged: bool
+    n_samples: dict[str, int]  # samples per task: facts about the input, logged as params, not scores
+    cluster_names: list[list[str]]  # per task, the name of each cluster id (AxisNamer.names_by_id)
 
 
 def task_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray]) -> dict[str, float]:
@@ -117,6 +119,14 @@ class AxisNamer:
             self.orders.append(order)
             self.cluster_names.append([task.class_names[c] if c >= 0 else f"cluster{i}" for i, c in zip(order, classes)])
 
+    def names_by_id(self, index: int) -> list[str]:
+        """Task ``index``'s cluster names indexed by cluster id (the predicted labels), the
+        names its matrix axes use."""
+        names = [""] * len(self.orders[index])
+        for cluster, name in zip(self.orders[index], self.cluster_names[index]):
+            names[cluster] = name
+        return names
+
     def order(self, axis, index: int, size: int) -> np.ndarray:
         return self.orders[index] if axis == "cluster" else np.arange(size)
 
@@ -177,13 +187,14 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     metrics.update(label_free_metrics(dataset, labels, trace, trial.seed))
     metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
                     "converged": float(solver.converged_), "fit_seconds": fit_seconds})
-    metrics.update({f"n_samples/{task.name}": float(task.n_samples) for task in dataset.tasks})
     for name, value in record.scalars.items():
         metrics.update(scalar_metrics(name, value, names))
     traces = {key: values for name, trace in record.traces.items() for key, values in trace_metrics(name, trace, names).items()}
     namer = AxisNamer(dataset, labels)
     matrices = {name: namer.name(matrix) for name, matrix in with_reference_matrices(record.matrices, dataset).items()}
-    return TrialOutcome(metrics, trace, traces, labels, matrices, bool(solver.converged_))
+    return TrialOutcome(metrics, trace, traces, labels, matrices, bool(solver.converged_),
+                        {task.name: task.n_samples for task in dataset.tasks},
+                        [namer.names_by_id(t) for t in range(len(names))])
 
 
 def trial_params(method: str, prototype: MultiTaskClusterer, trial: Trial, data_config: dict) -> dict:

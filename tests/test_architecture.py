@@ -130,7 +130,8 @@ def test_config_imports_no_tracking_and_data_no_config():
 def test_method_yaml_holds_target_grid_and_only_non_default_params(name):
     path = CONF_DIR / "method" / f"{name}.yaml"
     config = OmegaConf.to_container(OmegaConf.load(path))
-    assert set(config) <= {"_target_", "grid", "params"}, f"{path.name}: unexpected keys {set(config)}"
+    assert set(config) <= {"_target_", "grid", "params", "display"}, f"{path.name}: unexpected keys {set(config)}"
+    assert isinstance(config.get("display", ""), str), f"{path.name}: display (the name figures show) is a string"
     solver = method_configs()[name]
     defaults = {key: p.default for key, p in inspect.signature(solver.__init__).parameters.items() if key != "self"}
     for key, value in (config.get("params") or {}).items():

@@ -2,6 +2,7 @@
 NMF on hard synthetic data) run in-process, then the comparison's numbers recomputed from the
 child runs with scipy and scikit-posthocs."""
 
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -11,11 +12,22 @@ import pandas as pd
 import pytest
 import scikit_posthocs
 from matplotlib.image import imread
+from matplotlib.patches import Rectangle
 from scipy import stats
 
 from mtc.cli import compose_config
 from mtc.config import settings
-from mtc.results.compare import cell_frame, compare, grid_statistics, main, parse_point
+from mtc.results.compare import (
+    MIN_CD_CELLS,
+    cell_frame,
+    compare,
+    display_names,
+    grid_statistics,
+    heatmap_figure,
+    main,
+    parse_point,
+    without_effect,
+)
 from mtc.results.reading import Sweep, newest_per_pair
 from mtc.results.report import PointSummary
 from mtc.store import tracking
@@ -24,7 +36,8 @@ from mtc.sweep.driver import run_sweep
 pytestmark = pytest.mark.slow
 
 METHODS = {"kmeans": [], "kkm": ["++method.grid.kernel_width=[0.5,2.0]"],
-           "snmf": ["++method.grid.update=[sqrt,quarter]", "++method.grid.tol=[1e-3,1e-5]"]}
+           "snmf": ["++method.grid.update=[sqrt,quarter]", "++method.grid.tol=[1e-3,1e-5]",
+                    "++method.grid.kernel_width=[0.5,1.0]"]}  # kernel_width: unused by the cosine affinity
 REPEATS = 4
 
 
@@ -153,14 +166,110 @@ def test_outputs_exist_and_figures_are_wide(compared):
     for heading in ("## Overview: mean acc over tasks", "## synthetic", "### acc at the best grid point",
                     "### nmi_max at the best grid point",
                     "### acc at the label-free point `objective`", "### Wilcoxon signed-rank tests of acc",
-                    "## Friedman test of acc", "![critical-difference diagram](critical_difference.png)",
+                    "## Friedman test of acc",
                     "![kkm on synthetic](grid_kkm_synthetic.png)", "kmeans on synthetic: no grid"):
         assert heading in markdown
-    for name in ("critical_difference.png", "grid_kkm_synthetic.png", "grid_snmf_synthetic.png"):
+    for name in ("grid_kkm_synthetic.png", "grid_snmf_synthetic.png"):
         assert imread(out / name).shape[1] >= 1000
     assert not (out / "grid_kmeans_synthetic.png").exists()  # no grid parameter
     assert stdout.strip().splitlines()[-1].startswith("MLflow compare run: ")
 
+
+def test_no_critical_difference_diagram_below_the_minimum_of_cells_and_compare_md_says_why(compared):
+    """3 (benchmark, task) cells: the Friedman and Nemenyi CSVs are written, but no diagram, and
+    no critical difference is presented as if it meant something."""
+    out, _ = compared
+    friedman = pd.read_csv(out / "friedman.csv")
+    assert (friedman.n_cells == 3).all() and 3 < MIN_CD_CELLS and (out / "nemenyi.csv").exists()
+    assert not (out / "critical_difference.png").exists()
+    markdown = (out / "compare.md").read_text()
+    cd = friedman.critical_difference.iloc[0]
+    assert (f"No critical-difference diagram: 3 (benchmark, task) cells, fewer than the {MIN_CD_CELLS} it needs "
+            "(Demšar 2006, Sec. 3.2.2") in markdown
+    assert f"Nemenyi's critical difference would be {cd:.2f} ranks, of the 2 by which two average ranks can " \
+           "differ at most (3 methods)." in markdown
+    assert "critical-difference diagram](" not in markdown and "Nemenyi's critical difference at" not in markdown
+    ranks = markdown.split("Average ranks:")[1].split("Nemenyi post-hoc")[0]
+    assert all(f"| {rank:.2f} |" in ranks for rank in friedman.average_rank)  # two decimals
+    means = markdown.split("Means (rank in the cell, 1 = best):")[1].split("Average ranks")[0]
+    assert re.findall(r"\((\d+(?:\.\d+)?)\)", means) and all(
+        re.fullmatch(r"\d\.\d\d", rank) for rank in re.findall(r"\((\d+(?:\.\d+)?)\)", means))
+
+
+def test_grid_heatmaps_state_their_colour_range_idle_parameters_and_the_chosen_point(store, tmp_path):
+    """On the real sweeps: colours over 0 to 1, said in the colour bar; snmf's kernel_width (unused by
+    the cosine affinity) named as having no effect; a red box on the cell of the best point by
+    accuracy; the method as the papers name it."""
+    _, uri = store
+    result = compare(uri, "mtc", tmp_path / "out", log=False)
+    sweeps = {sweep.method: sweep for sweep in result["comparison"].sweeps}
+    names = display_names(list(sweeps.values()))
+    assert names == {"kmeans": "k-means", "kkm": "KKM", "snmf": "SNMF"}
+    assert heatmap_figure(sweeps["kmeans"], "acc", "acc", names["kmeans"]) is None  # one point, no grid
+    for method in ("kkm", "snmf"):
+        sweep = sweeps[method]
+        figure = heatmap_figure(sweep, "acc", "acc", names[method])
+        heatmap, bar = figure.axes
+        assert heatmap.images[0].get_clim() == (0.0, 1.0)
+        assert bar.get_ylabel() == "mean acc (colour range 0 to 1)"
+        title = heatmap.get_title()
+        assert title.startswith(f"{names[method]} on synthetic: mean acc over tasks")
+        assert "red box: the best grid point by mean accuracy" in title
+        (box,) = [patch for patch in heatmap.patches if isinstance(patch, Rectangle)]
+        assert box.get_edgecolor()[:3] == (1.0, 0.0, 0.0)
+        row, column = round(box.get_y() + box.get_height() / 2), round(box.get_x() + box.get_width() / 2)
+        mean, _, averaged = grid_statistics(sweep.trials, "acc/mean")
+        best = parse_point(sweep.points["acc"].point)
+        assert str(mean.columns[column]) == best[mean.columns.name]
+        assert mean.index.name is None or str(mean.index[row]) == best[mean.index.name]
+        idle = without_effect(sweep.trials, "acc/mean")
+        if method == "snmf":
+            assert idle == ["kernel_width"] and averaged == ["update"]
+            assert "kernel_width has no effect: the means along it agree within 0.0005" in title
+            assert f"(update={best['update']} in its cell)" in title
+            at = sweep.trials.groupby("point")["acc/mean"].mean()
+            for point, value in at.items():  # the same point with the other kernel_width: exactly the same
+                twin = point.replace("kernel_width=0.5", "kernel_width=1.0") if "kernel_width=0.5" in point else \
+                    point.replace("kernel_width=1.0", "kernel_width=0.5")
+                assert at[twin] == value
+        else:
+            assert idle == [] and "no effect" not in title
+    assert imread(tmp_path / "out" / "grid_snmf_synthetic.png").shape[1] >= 1200
+
+
+
+def test_the_convergence_figure_counts_the_curves_one_sees_on_real_traces(store):
+    """The objective traces of each sweep's best point, read back from the store: one line per group
+    of runs that coincide on the plot, the title counting runs and curves; a run differing from
+    seed 0 by one part in 1e9 is one more run but no more curve, and the title says so."""
+    from mtc.results.plots import convergence_figure, overlapping_traces, same_traces
+
+    _, uri = store
+    client = tracking.client_for(uri)
+    experiment = client.get_experiment_by_name("mtc").experiment_id
+    checked = 0
+    for parent in client.search_runs([experiment], "tags.`mtc.sweep_key` LIKE '%'"):
+        best = parent.data.tags["mtc.best_by_acc"]
+        runs = [run for run in tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent.info.run_id})
+                if run.data.tags[tracking.POINT_TAG] == best]
+        traces = {f"seed {run.data.params['seed']}": tracking.load_objective_trace(client, run.info.run_id,
+                                                                                    run.info.artifact_uri)
+                  for run in runs}
+        groups = overlapping_traces(traces)
+        ax = convergence_figure(traces, "t").axes[0]
+        assert len(ax.lines) == len(groups) and len(traces) == REPEATS
+        curves = f"{len(groups)} visibly distinct curve{'s' if len(groups) > 1 else ''}"
+        assert ax.get_title().split("\n")[1].startswith(f"{REPEATS} runs, {curves}")
+        plotted = np.concatenate([np.log10(t) if ax.get_yscale() == "log" else t for t in traces.values()])
+        if np.ptp(plotted) < 1e-6:  # a flat axis would show a change of one part in 1e9
+            continue
+        nudged = {**traces, "seed 9": traces["seed 0"] * (1 + 1e-9)}
+        assert "seed 9" in next(group for group in overlapping_traces(nudged) if "seed 0" in group)
+        title = convergence_figure(nudged, "t").axes[0].get_title()
+        assert f"{REPEATS + 1} runs, {curves}" in title and "9 overlap" in title
+        assert f"({len(same_traces(nudged))} exactly distinct traces)" in title
+        checked += 1
+    assert checked >= 2
 
 def test_the_compare_run_holds_the_files(store, compared):
     _, uri = store
@@ -170,8 +279,8 @@ def test_the_compare_run_holds_the_files(store, compared):
     run = client.get_run(run_id)
     assert run.info.run_name == "compare" and run.data.tags["mtc.kind"] == "compare" and run.info.status == "FINISHED"
     assert {a.path for a in client.list_artifacts(run_id)} == {
-        "compare.md", "cells.csv", "wilcoxon.csv", "friedman.csv", "nemenyi.csv", "critical_difference.png",
-        "grid_kkm_synthetic.png", "grid_snmf_synthetic.png"}
+        "compare.md", "cells.csv", "wilcoxon.csv", "friedman.csv", "nemenyi.csv",
+        "grid_kkm_synthetic.png", "grid_snmf_synthetic.png"}  # 3 cells: no critical-difference diagram
 
 
 def test_published_numbers_are_matched(store, tmp_path):
@@ -257,6 +366,20 @@ def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
     markdown = (tmp_path / "out" / "compare.md").read_text()
     assert "![acc against the sample size on synthetic@10+20](size_curves_synthetic@10+20.png)" in markdown
     assert "| method | n = 10 | n = 20 |" in markdown
+    # the figure: the benchmark in words, the method as the papers name it, a band of +- 1 std over draws
+    from mtc.results.compare import benchmark_title
+    from mtc.results.size_curves import draw_size_curves
+
+    curves = result["comparison"].size_curves
+    ax = draw_size_curves(curves, "synthetic@10+20", "acc", title=benchmark_title("synthetic@10+20"),
+                          names=display_names(result["comparison"].sweeps)).axes[0]
+    assert ax.get_title().startswith("synthetic, 10 and 20 samples per task, pooled\n") and "@" not in ax.get_title()
+    assert "± 1 std over draws (band)" in ax.get_title()
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["k-means"]
+    (band,) = ax.collections
+    edge = band.get_paths()[0].vertices
+    assert edge[:, 1].min() == pytest.approx((curves["mean"] - curves["std"]).min())
+    assert edge[:, 1].max() == pytest.approx((curves["mean"] + curves["std"]).max())
 
 
 def test_size_curves_order_sizes_numerically_and_skip_unpooled_sweeps():
@@ -399,3 +522,64 @@ def test_the_overview_shows_each_benchmarks_task_mean_with_the_highest_in_bold()
     table = overview_table(cells, "acc").set_index("benchmark")
     assert table.loc["x", "a"] == "**0.9000 ± 0.0100**" and table.loc["x", "b"] == "0.8000 ± 0.0200"
     assert table.loc["y", "a"] == "**0.5000 ± 0.1000**" and table.loc["y", "b"] == "**0.5000 ± 0.0000**"  # a tie
+
+
+def fake_sweep(benchmark: str, label: str, published_as: str, tasks: list[str], level: float, seeds: int = 3) -> Sweep:
+    """A sweep of one grid point whose acc and nmi_max per task are ``level`` plus the task's index
+    times 0.001 (so that methods rank the same way in every cell), slightly varied over seeds."""
+    rng = np.random.default_rng(len(label))
+    rows = [{"point": "defaults", "seed": str(seed),
+             **{f"{metric}/{task}": level + 0.001 * index + 0.001 * rng.random()
+                for metric in ("acc", "nmi_max") for index, task in enumerate(tasks)}} for seed in range(seeds)]
+    trials = pd.DataFrame(rows)
+    for metric in ("acc", "nmi_max"):
+        trials[f"{metric}/mean"] = trials[[f"{metric}/{task}" for task in tasks]].mean(axis=1)
+    summary = PointSummary("defaults", seeds, 0, trials.mean(numeric_only=True).to_dict(),
+                           trials.std(numeric_only=True).to_dict())
+    return Sweep(benchmark, label, "run", {"acc": summary}, trials, published_as)
+
+
+def test_a_critical_difference_diagram_from_the_minimum_of_cells_names_methods_as_the_papers_do(tmp_path):
+    """MIN_CD_CELLS cells: the diagram is drawn, its methods in the papers' terms (a variant keeps its
+    label; two configs both called A-Ncut keep their labels beside it), its ranks with two decimals."""
+    from mtc.results.compare import build_comparison, draw_cd_diagram, write_outputs
+
+    tasks = [f"task{index:02d}" for index in range(MIN_CD_CELLS)]
+    sweeps = [fake_sweep("bench", label, config, tasks, level) for label, config, level in (
+        ("a_ncut", "a_ncut", 0.8), ("smtnmf_a_ncut", "smtnmf_a_ncut", 0.7), ("mtcmrl_printed", "mtcmrl", 0.6),
+        ("mtcfir_nf", "mtcfir_nf", 0.5))]
+    names = display_names(sweeps)
+    assert names == {"a_ncut": "A-Ncut (a_ncut)", "smtnmf_a_ncut": "A-Ncut (smtnmf_a_ncut)",
+                     "mtcmrl_printed": "mtcmrl_printed", "mtcfir_nf": "MTCFIR-nF"}
+    unpublished = pd.DataFrame(columns=["benchmark", "method", "task", "metric", "paper_mean", "paper_std",
+                                        "paper_table"])
+    comparison = build_comparison(sweeps, [], "acc", unpublished)
+    assert comparison.friedman.n_cells.iloc[0] == MIN_CD_CELLS
+    paths = write_outputs(comparison, "acc", tmp_path / "out", "fake")
+    assert tmp_path / "out" / "critical_difference.png" in paths
+    markdown = (tmp_path / "out" / "compare.md").read_text()
+    cd = comparison.friedman.critical_difference.iloc[0]
+    assert f"Average ranks (Nemenyi's critical difference at 0.05: {cd:.2f}):" in markdown
+    assert "![critical-difference diagram](critical_difference.png)" in markdown
+    assert "No critical-difference" not in markdown
+    figure = draw_cd_diagram(comparison.friedman, comparison.nemenyi, "acc", names=names)
+    assert {text.get_text() for text in figure.axes[0].texts} == {
+        "A-Ncut (a_ncut) (1.00)", "A-Ncut (smtnmf_a_ncut) (2.00)", "(3.00) mtcmrl_printed", "(4.00) MTCFIR-nF"}
+    assert f"critical difference {cd:.2f}" in figure.texts[0].get_text()
+    # the cells CSV keeps the configs' names
+    assert set(pd.read_csv(tmp_path / "out" / "cells.csv").method) == set(names)
+    # one cell fewer: no diagram, and the stale one is removed
+    fewer = build_comparison([fake_sweep("bench", s.method, s.published_as, tasks[:-1], level)
+                              for s, level in zip(sweeps, (0.8, 0.7, 0.6, 0.5))], [], "acc", unpublished)
+    write_outputs(fewer, "acc", tmp_path / "out", "fake")
+    assert not (tmp_path / "out" / "critical_difference.png").exists()
+    assert f"{MIN_CD_CELLS - 1} (benchmark, task) cells, fewer than the {MIN_CD_CELLS}" in \
+        (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_a_pooled_benchmark_is_titled_in_words():
+    from mtc.results.compare import benchmark_title
+
+    assert benchmark_title("webkb_pp@20+40+60+80") == "webkb_pp, 20, 40, 60 and 80 samples per task, pooled"
+    assert benchmark_title("d@20") == "d, 20 samples per task, pooled"
+    assert benchmark_title("reuters") == "reuters"

@@ -54,3 +54,40 @@ def test_figures_are_at_least_1000_px_wide_and_identical_seeds_are_said_to_overl
     assert same_traces(traces) == [["seed 0", "seed 1"], ["seed 2"]]
     convergence_plot(traces, str(tmp_path / "c.png"), "demo")
     assert matplotlib.image.imread(tmp_path / "c.png").shape[1] >= 1000
+
+
+def test_traces_that_coincide_on_the_plot_are_one_curve_and_the_title_says_so():
+    """Ten seeds whose traces differ far below what the axis can show: one visible curve, and the
+    title says so rather than "10 distinct traces"."""
+    from mtc.results.plots import convergence_figure, overlapping_traces, same_traces
+
+    base = np.geomspace(1e3, 1.0, 40)  # drawn in log scale: a span of 3 decades
+    traces = {f"seed {i}": base * (1 + 1e-7 * i) for i in range(10)}
+    assert len(same_traces(traces)) == 10 and overlapping_traces(traces) == [list(traces)]
+    figure = convergence_figure(traces, "m on d")
+    (ax,) = figure.axes
+    assert ax.get_title() == ("m on d\n10 runs, 1 visibly distinct curve; seeds 0-9 overlap "
+                              "(10 exactly distinct traces)")
+    assert len(ax.lines) == 1 and ax.get_legend().get_texts()[0].get_text() == "seeds 0-9 (10 runs, overlapping)"
+
+    traces.update({"seed 4": base * 1.02, "seed 7": base[:30]})  # 0.0086 decades apart; a shorter run
+    groups = overlapping_traces(traces)
+    assert groups == [["seed 0", "seed 1", "seed 2", "seed 3", "seed 5", "seed 6", "seed 8", "seed 9"],
+                      ["seed 4"], ["seed 7"]]
+    title = convergence_figure(traces, "m on d").axes[0].get_title()
+    assert title.endswith("10 runs, 3 visibly distinct curves; seeds 0-3, 5-6, 8-9 overlap "
+                          "(10 exactly distinct traces)")
+
+
+def test_coinciding_on_the_plot_is_judged_in_the_plotted_scale():
+    """The tolerance is VISIBLE_FRACTION of the plotted span: linear when a value is not positive,
+    log10 otherwise; exactly identical traces need no note on exactness."""
+    from mtc.results.plots import VISIBLE_FRACTION, convergence_figure, overlapping_traces
+
+    linear = {"a": np.array([0.0, 10.0, 5.0]), "b": np.array([0.0, 10.0, 5.0 + 0.9 * VISIBLE_FRACTION * 10]),
+              "c": np.array([0.0, 10.0, 5.0 + 1.1 * VISIBLE_FRACTION * 10])}
+    assert overlapping_traces(linear) == [["a", "b"], ["c"]]
+    assert overlapping_traces({"a": np.array([1.0, np.nan]), "b": np.array([1.0, 2.0])}) == [["a"], ["b"]]
+    same = {"seed 0": np.array([3.0, 2.0, 1.0]), "seed 1": np.array([3.0, 2.0, 1.0])}
+    assert convergence_figure(same, "t").axes[0].get_title() == "t\n2 runs, 1 visibly distinct curve; seeds 0-1 overlap"
+    assert convergence_figure({"seed 3": np.array([2.0, 1.0])}, "t").axes[0].get_title() == "t"  # one run: no count

@@ -70,7 +70,7 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
         assert run.data.metrics[f"{metric}/task0"] == 1.0 and run.data.metrics[f"{metric}/mean"] == 1.0
     assert run.data.params["shift"] == "1.0" and run.data.params["fail"] == "False"
     assert run.data.params["seed"] == "1" and "grid_point.shift" not in run.data.params
-    assert run.info.run_name == "f=False sh=1.0 seed=1"  # fits MLflow's runs table
+    assert run.info.run_name == "fail=False shift=1 s1"  # the params' own names, compact values
     # scalars: one number, and one per task
     assert run.data.metrics["toy_score"] == 8.0
     assert (run.data.metrics["toy_mass/task0"], run.data.metrics["toy_mass/task1"]) == (0.0, 1.0)
@@ -85,7 +85,7 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     trace_csv = Path(client.download_artifacts(run_id, "objective_trace.csv")).read_text().splitlines()
     assert trace_csv[:2] == ["step,objective", "0,5"]
     labels_csv = Path(client.download_artifacts(run_id, "labels.csv")).read_text().splitlines()
-    assert labels_csv[0] == "task,sample,label" and len(labels_csv) == 1 + 2 * 80
+    assert labels_csv[0] == "task,sample,label,cluster_name" and len(labels_csv) == 1 + 2 * 80
     names = {a.path for a in client.list_artifacts(run_id)}
     assert {"trial.npz", "config.json", "objective_trace.csv"} <= names
     assert "convergence.png" in names  # mlflow.readable_trial_files=true: every file a person opens
@@ -222,7 +222,7 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
     for seed, child in runs.items():  # each seed's child run clustered that seed's draw
         expected = run_trial(run.data.load(seed), run.method.prototype(n_clusters=[4, 4]), Trial({}, seed), None)
         assert child.data.metrics["objective/final"] == pytest.approx(expected.metrics["objective/final"], rel=1e-9)
-        assert child.data.metrics["n_samples/task1"] == 40
+        assert child.data.params["n_samples.task1"] == "40" and "n_samples/task1" not in child.data.metrics
         finals.append(child.data.metrics["objective/final"])
     assert len(set(finals)) == 3
     report = (Path(result.output_dir) / "report.md").read_text()

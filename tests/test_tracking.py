@@ -23,7 +23,9 @@ def logged_artifacts(tmp_path, readable):
     logged = client.get_run(run.info.run_id)
     assert logged.data.tags["mtc.node_id"] == "n1" and logged.data.params["alpha"] == "1.0"
     assert logged.data.params["data.name"] == "synthetic" and "data.params.n_tasks" not in logged.data.params
+    assert logged.data.params["n_samples.task1"] == "30" and not any(k.startswith("n_samples") for k in logged.data.metrics)
     arrays = tracking.load_trial_arrays(client, run.info.run_id, run.info.artifact_uri)
+    assert [arrays[f"clusters/{task}"].tolist() for task in dataset.task_names] == outcome.cluster_names
     np.testing.assert_array_equal(arrays["trace/objective"], outcome.objective_trace)
     np.testing.assert_array_equal(arrays["trace/w_norm/task1"], outcome.traces["w_norm/task1"])
     G = outcome.matrices["G"]
@@ -55,7 +57,8 @@ def test_the_metric_trace_keeps_first_and_last_log_spaced_and_the_artifact_every
     assert list(tracking.chart_steps(7)) == list(range(7))
     trace = 1.0 / np.arange(1, 1001)
     outcome = SimpleNamespace(objective_trace=trace, traces={"x/task0": np.arange(1000.0)},
-                              labels=[np.array([0, 1])], matrices={}, metrics={"objective/final": trace[-1]})
+                              labels=[np.array([0, 1])], matrices={}, metrics={"objective/final": trace[-1]},
+                              n_samples={"task0": 2}, cluster_names=[["a", "b"]])
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
     run = client.create_run(experiment)
@@ -119,8 +122,8 @@ def test_a_trial_run_is_created_after_its_fit_and_a_retry_keeps_finished_runs_an
 
 
 def test_the_printed_links_open_the_runs_in_model_training_mode():
-    text = tracking.links("sqlite:////x/mlflow.db", "3", "abc")
+    text = tracking.links("sqlite:////x/mlflow.db", "3", "abc", "acc/mean")
     assert "http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning after: mlflow ui " \
            "--backend-store-uri sqlite:////x/mlflow.db" in text
-    assert tracking.links("http://h:5000", "3", "abc").splitlines()[1] == \
+    assert tracking.links("http://h:5000", "3", "abc", "acc/mean").splitlines()[1] == \
         "MLflow parent run: http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"

@@ -16,7 +16,8 @@ uses labels, and the label-free ones), and this module writes to ``--out``:
   point beside the published numbers (``mtc/published_results.csv``), the accuracy at each
   label-free point with its gap to the best point, Wilcoxon signed-rank tests (paired by
   seed) of the best method against each other one, grid heatmaps; over all benchmarks, the
-  Friedman test, average ranks, Nemenyi post-hoc p-values and a critical-difference diagram;
+  Friedman test, average ranks, Nemenyi post-hoc p-values and, from MIN_CD_CELLS cells on, a
+  critical-difference diagram (below, compare.md says why there is none: ``cd_refusal``);
 - for a pooled benchmark, the mean accuracy over tasks per sample size at each method's best
   point over all sizes, as a table and a figure (mtc.results.size_curves: the papers' accuracy against
   the number of samples);
@@ -26,6 +27,11 @@ uses labels, and the label-free ones), and this module writes to ``--out``:
 and logs the same files to an MLflow run of their own (run name ``compare``, tag
 ``mtc.kind=compare``) unless ``--no-log``. Bad input (no store, no finished sweep, an
 unknown metric) is one line and exit 2.
+
+The figures name methods in the papers' terms (a method config's ``display``, e.g. A-Ncut; a
+variant keeps its label), print ranks with two decimals and name a pooled benchmark in words.
+A grid heatmap's colours span a stated range (0 to 1 for the scores), its title names the
+parameters with no effect, and a red box marks the cell of the point the tables use.
 
 ``--criterion`` says what chooses each sweep's point and ranks the methods: ``acc`` (the
 default) or the label-free ``silhouette``, then the tables, tests and ranks are of the
@@ -40,19 +46,31 @@ import argparse
 import re
 import sys
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import scikit_posthocs
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from scipy import stats
 
 from mtc.cli import fail
+from mtc.config import method_display_names
 from mtc.errors import InputError
 from mtc.metrics import METRIC_NAMES
-from mtc.results.reading import BEST, NO_LABELS_BEST, Sweep, comparison_criterion, finished_sweeps, open_experiment
+from mtc.results.reading import (
+    BEST,
+    NO_LABELS_BEST,
+    POOL_MARK,
+    Sweep,
+    comparison_criterion,
+    finished_sweeps,
+    open_experiment,
+)
 from mtc.results.report import CRITERIA, SELECTIONS
 from mtc.results.size_curves import draw_size_curves, size_curve_frame, size_table
 from mtc.store import preflight
@@ -68,6 +86,9 @@ NOT_RANKING = {  # why the other selections cannot
 SECOND_METRIC = "nmi_max"  # tabled beside --metric (the papers' NMI)
 KIND_TAG = "mtc.kind"
 ALPHA = 0.05  # the Nemenyi test's level (the critical-difference diagram's bars)
+MIN_CD_CELLS = 10  # fewer (benchmark, task) cells: no critical-difference diagram (cd_refusal)
+NO_EFFECT = 5e-4  # a grid parameter whose points' means differ by no more: "no effect" (half the 3rd decimal)
+BOUNDED_SCORES = (*METRIC_NAMES, "silhouette")  # scores within [-1, 1]; the heatmaps' colours span 0 to 1 (or -1 to 1)
 MIN_PAIRS = 2  # fewer paired seeds than this: no Wilcoxon test
 FIGURE_DPI = 100  # every figure is at least 12 inches wide: >= 1200 px
 FRIEDMAN_COLUMNS = ["method", "average_rank", "statistic", "p", "n_cells", "n_methods", "critical_difference"]
@@ -318,20 +339,86 @@ def grid_statistics(trials: pd.DataFrame, column: str) -> tuple[pd.DataFrame, pd
     return mean.rename_axis(index=main[1] if len(main) > 1 else None, columns=main[0]), std, averaged
 
 
-def draw_heatmap(mean: pd.DataFrame, std: pd.DataFrame, title: str, colorbar: str, path: Path) -> None:
-    """A heatmap of ``mean`` with "mean\\n± std" written in every cell."""
+def benchmark_title(benchmark: str) -> str:
+    """A benchmark as a figure names it: a pooled one (``webkb_pp@20+40+60+80``,
+    ``mtc.results.reading.pool_members``) in words, "webkb_pp, 20, 40, 60 and 80 samples per
+    task, pooled"; any other as it is."""
+    if POOL_MARK not in benchmark:
+        return benchmark
+    data, sizes = benchmark.split(POOL_MARK, 1)
+    sizes = sizes.split("+")
+    said = sizes[0] if len(sizes) == 1 else f"{', '.join(sizes[:-1])} and {sizes[-1]}"
+    return f"{data}, {said} samples per task, pooled"
+
+
+def display_names(sweeps: list[Sweep]) -> dict[str, str]:
+    """Each sweep label's name in the figures: a method config's name in the papers' terms (its
+    YAML's ``display``, ``mtc.config.method_display_names``), a variant's label (``sweep.label``,
+    e.g. ``mtcmrl_printed``) as it is. Two labels that would show the same name keep their label
+    in brackets. Tables and CSVs keep the labels."""
+    known = method_display_names()
+    names = {s.method: known.get(s.method, s.method) if s.method == s.published_as else s.method for s in sweeps}
+    counts = Counter(names.values())
+    return {label: name if counts[name] == 1 or name == label else f"{name} ({label})"
+            for label, name in names.items()}
+
+
+def colour_range(metric: str, values: np.ndarray) -> tuple[float, float]:
+    """The stated colour range of a heatmap of ``metric``: 0 to 1 for the scores (BOUNDED_SCORES),
+    -1 to 1 when one is negative (ARI, silhouette); any other metric spans its values."""
+    finite = values[np.isfinite(values)]
+    if metric in BOUNDED_SCORES:
+        return (-1.0 if finite.size and finite.min() < 0 else 0.0), 1.0
+    if not finite.size:
+        return 0.0, 1.0
+    low, high = float(finite.min()), float(finite.max())
+    return (low, high) if high > low else (low - 0.5, high + 0.5)
+
+
+def without_effect(trials: pd.DataFrame, column: str, tolerance: float = NO_EFFECT) -> list[str]:
+    """The grid parameters that change nothing: of two values or more, and at every setting of the
+    other parameters (with two or more of its values there) the means over seeds of ``column`` at
+    its values differ by at most ``tolerance`` (NO_EFFECT: the cells print the same 3 decimals,
+    or differ by one in the last). Judged per grid point, so parameters averaged over in the
+    heatmap count too."""
+    means = trials.groupby("point")[column].mean()
+    points = pd.DataFrame([parse_point(p) for p in means.index], index=means.index)
+    found = []
+    for name in points.columns:
+        if points[name].nunique() < 2:
+            continue
+        others = [c for c in points.columns if c != name]
+        keys = points[others].astype(str).agg("|".join, axis=1) if others else pd.Series("", index=points.index)
+        spread = means.groupby(keys).agg(["max", "min", "size"])
+        spread = spread[spread["size"] > 1]
+        if len(spread) and ((spread["max"] - spread["min"]) <= tolerance).all():
+            found.append(name)
+    return found
+
+
+def draw_heatmap(mean: pd.DataFrame, std: pd.DataFrame, title: str, colorbar: str, path: Path | None = None,
+                 limits: tuple[float, float] | None = None, chosen: tuple[int, int] | None = None) -> Figure:
+    """A heatmap of ``mean`` with "mean\\n± std" written in every cell, its colours spanning
+    ``limits`` (by default the values' own range), a red box around the cell ``chosen``
+    (row, column); saved at ``path`` when given."""
     width = max(12.0, 1.3 * mean.shape[1] + 4)
     fig = Figure(figsize=(width, max(3.5, 1.0 * mean.shape[0] + 2.5)), dpi=FIGURE_DPI)
+    FigureCanvasAgg(fig)
     ax = fig.subplots()
-    image = ax.imshow(mean.to_numpy(float), cmap="viridis", aspect="auto")
+    values = mean.to_numpy(float)
+    shown = {"vmin": limits[0], "vmax": limits[1]} if limits else {}
+    image = ax.imshow(values, cmap="viridis", aspect="auto", **shown)
     low, high = image.get_clim()
-    for (i, j), value in np.ndenumerate(mean.to_numpy(float)):
+    for (i, j), value in np.ndenumerate(values):
         if np.isnan(value):  # a grid that is not a full product of its values
             continue
         spread = std.iat[i, j]
         text = f"{value:.3f}" + ("" if np.isnan(spread) else f"\n± {spread:.3f}")
         dark = high == low or (value - low) / (high - low) < 0.6
         ax.text(j, i, text, ha="center", va="center", fontsize=13, color="white" if dark else "black")
+    if chosen is not None:
+        ax.add_patch(Rectangle((chosen[1] - 0.46, chosen[0] - 0.46), 0.92, 0.92, fill=False, edgecolor="red", lw=4,
+                               label="chosen point"))  # inside its cell: not clipped at the axes' edge
     ax.set_xticks(range(mean.shape[1]), [str(c) for c in mean.columns], fontsize=13)
     rows = [str(r) for r in mean.index] if mean.index.name else []  # one unnamed row: no tick
     ax.set_yticks(range(len(rows)), rows, fontsize=13)
@@ -340,37 +427,122 @@ def draw_heatmap(mean: pd.DataFrame, std: pd.DataFrame, title: str, colorbar: st
     ax.set_title(title, fontsize=14)
     fig.colorbar(image, ax=ax).set_label(colorbar, fontsize=13)
     fig.tight_layout()
-    fig.savefig(path)
+    if path is not None:
+        fig.savefig(path)
+    return fig
 
 
-def sweep_heatmap(sweep: Sweep, metric: str, out: Path) -> Path | None:
-    """The grid heatmap of ``<metric>/mean`` of one sweep as a PNG in ``out``; None for a
-    sweep of one grid point (no grid parameter, or one value of each): its one cell is the
-    tables' number."""
+CHOSEN_BY = {BEST: "the best grid point by mean accuracy", NO_LABELS_BEST: "the grid point of highest mean silhouette"}
+
+
+def chosen_cell(sweep: Sweep, criterion: str, mean: pd.DataFrame, averaged: list[str]) -> tuple[tuple[int, int] | None,
+                                                                                                 str]:
+    """(row, column) of the heatmap cell holding the sweep's point of ``criterion`` and the title
+    line saying so; (None, "") when the sweep has no such point."""
+    if criterion not in sweep.points:
+        return None, ""
+    values = parse_point(sweep.points[criterion].point)
+    row = values.get(mean.index.name, "") if mean.index.name else ""
+    column = values.get(mean.columns.name)
+    if column not in list(mean.columns) or row not in list(mean.index):
+        return None, ""
+    within = ", ".join(f"{name}={values[name]}" for name in averaged if name in values)
+    line = f"red box: {CHOSEN_BY.get(criterion, f'the grid point chosen by {criterion}')}"
+    return (list(mean.index).index(row), list(mean.columns).index(column)), line + (f" ({within} in its cell)"
+                                                                                     if within else "")
+
+
+def heatmap_figure(sweep: Sweep, metric: str, criterion: str = BEST, name: str | None = None) -> Figure | None:
+    """The grid heatmap of ``<metric>/mean`` of one sweep (``name``: the method as the figure
+    says it); None for a sweep of one grid point (no grid parameter, or one value of each): its
+    one cell is the tables' number.
+
+    The colours span a stated range (``colour_range``: 0 to 1 for the scores, said in the colour
+    bar's label), the title names the parameters with no effect (``without_effect``) and the
+    cell of the point the comparison uses (``criterion``) has a red box."""
     if sweep.trials.point.nunique() == 1:
         return None
-    mean, std, averaged = grid_statistics(sweep.trials, f"{metric}/mean")
-    title = f"{sweep.method} on {sweep.benchmark}: mean {metric} over tasks, mean ± std over seeds"
+    column = f"{metric}/mean"
+    mean, std, averaged = grid_statistics(sweep.trials, column)
+    limits = colour_range(metric, mean.to_numpy(float))
+    lines = [f"{name or sweep.method} on {benchmark_title(sweep.benchmark)}: mean {metric} over tasks, "
+             "mean ± std over seeds"]
     if averaged:
-        title += f"\n(averaged over {', '.join(averaged)})"
+        lines.append(f"(averaged over {', '.join(averaged)})")
+    idle = without_effect(sweep.trials, column)
+    if idle:
+        lines.append(f"{' and '.join(idle)} {'has' if len(idle) == 1 else 'have'} no effect: the means along "
+                     f"{'it' if len(idle) == 1 else 'each'} agree within {NO_EFFECT:g}")
+    chosen, line = chosen_cell(sweep, criterion, mean, averaged)
+    if line:
+        lines.append(line)
+    colorbar = f"mean {metric} (colour range {limits[0]:g} to {limits[1]:g})"
+    return draw_heatmap(mean, std, "\n".join(lines), colorbar, limits=limits, chosen=chosen)
+
+
+def sweep_heatmap(sweep: Sweep, metric: str, out: Path, criterion: str = BEST, name: str | None = None
+                  ) -> Path | None:
+    """``heatmap_figure`` as ``grid_<label>_<benchmark>.png`` in ``out``; None (nothing written)
+    for a sweep of one grid point."""
+    figure = heatmap_figure(sweep, metric, criterion, name)
+    if figure is None:
+        return None
     path = out / f"grid_{sweep.method}_{sweep.benchmark}.png"
-    draw_heatmap(mean, std, title, f"mean {metric}", path)
+    figure.savefig(path)
     return path
 
 
-def draw_cd_diagram(friedman: pd.DataFrame, nemenyi: pd.DataFrame, metric: str, path: Path) -> None:
-    """The critical-difference diagram (scikit-posthocs) of the average ranks."""
-    ranks = friedman.set_index("method").average_rank
+def cd_refusal(friedman: pd.DataFrame) -> str | None:
+    """Why no critical-difference diagram is drawn for these Friedman results, None when one is.
+
+    The diagram needs MIN_CD_CELLS (benchmark, task) cells. Demšar (2006, "Statistical
+    comparisons of classifiers over multiple data sets", JMLR 7, Sec. 3.2.2) takes the
+    chi-square approximation of Friedman's statistic as sound, as a rule of thumb, for N > 10
+    data sets and k > 5 methods, and points to exact tables for fewer (scipy's
+    ``friedmanchisquare`` notes the same n > 10); Nemenyi's critical difference rests on the
+    same kind of large-sample approximation (the studentized range with infinitely many
+    degrees of freedom). We draw from ten cells on, the boundary of that rule; below, the
+    critical difference is a large part of the rank range, or wider than all of it
+    (compare_handdigits: 2 cells of 6 methods, 5.33 where average ranks differ by 5 at most),
+    and the diagram separates next to nothing. The Friedman and Nemenyi CSVs are written all
+    the same, and compare.md says why there is no diagram."""
+    first = friedman.iloc[0]
+    if first.n_cells >= MIN_CD_CELLS:
+        return None
+    width = first.n_methods - 1
+    cd = first.critical_difference
+    against = (f"more than the {width:g} by which two average ranks can differ at most ({first.n_methods} methods): "
+               "it could separate no pair" if cd >= width else
+               f"of the {width:g} by which two average ranks can differ at most ({first.n_methods} methods)")
+    return (f"No critical-difference diagram: {first.n_cells} (benchmark, task) cells, fewer than the "
+            f"{MIN_CD_CELLS} it needs (Demšar 2006, Sec. 3.2.2: the large-sample approximations behind Friedman's "
+            f"test and Nemenyi's critical difference want more than about ten data sets). Nemenyi's critical "
+            f"difference would be {cd:.2f} ranks, {against}.")
+
+
+def draw_cd_diagram(friedman: pd.DataFrame, nemenyi: pd.DataFrame, metric: str, path: Path | None = None,
+                    names: dict[str, str] | None = None) -> Figure:
+    """The critical-difference diagram (scikit-posthocs) of the average ranks (two decimals),
+    methods named by ``names`` (label -> name in the figures); saved at ``path`` when given.
+    Only drawn when ``cd_refusal`` finds none."""
+    names = names or {}
+    ranks = friedman.set_index("method").average_rank.rename(lambda m: names.get(m, m))
+    significance = nemenyi.rename(index=lambda m: names.get(m, m), columns=lambda m: names.get(m, m))
     first = friedman.iloc[0]
     fig = Figure(figsize=(12, max(3.5, 0.45 * len(ranks) + 2.5)), dpi=FIGURE_DPI)
+    FigureCanvasAgg(fig)
     ax = fig.subplots()
-    scikit_posthocs.critical_difference_diagram(ranks, nemenyi, ax=ax, label_props={"fontsize": 14})
+    scikit_posthocs.critical_difference_diagram(ranks, significance, ax=ax, label_props={"fontsize": 14},
+                                                label_fmt_left="{label} ({rank:.2f})",
+                                                label_fmt_right="({rank:.2f}) {label}")
     ax.tick_params(labelsize=13)
     fig.suptitle(f"average rank of {metric} over {first.n_cells} (benchmark, task) cells (1 = best)\nbars join "
                  f"methods Nemenyi does not separate (p >= {ALPHA}); "
                  f"critical difference {first.critical_difference:.2f}", fontsize=13)
     fig.tight_layout()
-    fig.savefig(path)
+    if path is not None:
+        fig.savefig(path)
+    return fig
 
 
 # --- compare.md --------------------------------------------------------------------------
@@ -508,22 +680,28 @@ def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str]
 
 
 def friedman_section(comparison: Comparison, metric: str, cd_figure: Path | None) -> list[str]:
-    """The lines of compare.md on the Friedman and Nemenyi tests over all benchmarks."""
+    """The lines of compare.md on the Friedman and Nemenyi tests over all benchmarks (ranks with
+    two decimals); without a diagram (``cd_refusal``) it says why, and shows no critical
+    difference."""
     parts = [f"## Friedman test of {metric} over (benchmark, task) cells", ""]
-    if cd_figure is None:
+    if not len(comparison.friedman):
         return parts + ["No Friedman test: it needs a set of at least 3 methods with results in at least 2 "
                         "(benchmark, task) cells, not all tied in every cell.", ""]
     first = comparison.friedman.iloc[0]
     ranks = comparison.rank_table.rank(axis=1, ascending=False)
-    shown = comparison.rank_table.map("{:.4f}".format) + ranks.map(" ({:g})".format)
+    shown = comparison.rank_table.map("{:.4f}".format) + ranks.map(" ({:.2f})".format)
+    average = comparison.friedman[["method", "average_rank"]].assign(
+        average_rank=comparison.friedman.average_rank.map("{:.2f}".format))
+    refusal = cd_refusal(comparison.friedman)
     parts += [f"Methods with results in every cell used: {', '.join(comparison.rank_table.columns)}; "
               f"{first.n_cells} cells (the best point's mean per task; the task mean is not a cell). "
               f"Friedman chi-square = {first.statistic:.4g}, p = {first.p:.4g}.", "",
               "Means (rank in the cell, 1 = best):", "", markdown_table(shown.reset_index()), "",
-              f"Average ranks (Nemenyi's critical difference at {ALPHA}: {first.critical_difference:.3f}):", "",
-              markdown_table(comparison.friedman[["method", "average_rank"]].round(3)), "",
-              "Nemenyi post-hoc p-values:", "", markdown_table(comparison.nemenyi.round(4).reset_index()), "",
-              f"![critical-difference diagram]({cd_figure.name})", ""]
+              "Average ranks" + ("" if refusal else f" (Nemenyi's critical difference at {ALPHA}: "
+                                                      f"{first.critical_difference:.2f})") + ":", "",
+              markdown_table(average), "",
+              "Nemenyi post-hoc p-values:", "", markdown_table(comparison.nemenyi.round(4).reset_index()), ""]
+    parts += [refusal, ""] if refusal else [f"![critical-difference diagram]({cd_figure.name})", ""]
     return parts
 
 
@@ -615,16 +793,23 @@ def read_comparison(client, experiment_id: str, metric: str = BEST, benchmarks: 
 
 
 def write_outputs(comparison: Comparison, metric: str, out: Path, source: str) -> list[Path]:
-    """Write compare.md, the CSVs and the PNGs to ``out``; returns their paths."""
+    """Write compare.md, the CSVs and the PNGs to ``out``; returns their paths. Figures name the
+    methods in the papers' terms (``display_names``); a critical-difference diagram is drawn
+    only when ``cd_refusal`` finds no reason against it (a stale one in ``out`` is removed)."""
     out.mkdir(parents=True, exist_ok=True)
-    figures = {(s.method, s.benchmark): sweep_heatmap(s, metric, out) for s in comparison.sweeps}
+    names = display_names(comparison.sweeps)
+    figures = {(s.method, s.benchmark): sweep_heatmap(s, metric, out, comparison.criterion, names[s.method])
+               for s in comparison.sweeps}
     for benchmark, curves in comparison.size_curves.groupby("benchmark"):
         figures[None, benchmark] = out / f"size_curves_{benchmark}.png"
-        draw_size_curves(curves, benchmark, metric, figures[None, benchmark])
-    cd_figure = None
-    if len(comparison.friedman):
-        cd_figure = out / "critical_difference.png"
-        draw_cd_diagram(comparison.friedman, comparison.nemenyi, metric, cd_figure)
+        draw_size_curves(curves, benchmark, metric, figures[None, benchmark], title=benchmark_title(benchmark),
+                         names=names)
+    cd_figure = out / "critical_difference.png"
+    if len(comparison.friedman) and cd_refusal(comparison.friedman) is None:
+        draw_cd_diagram(comparison.friedman, comparison.nemenyi, metric, cd_figure, names)
+    else:
+        cd_figure.unlink(missing_ok=True)
+        cd_figure = None
     frames = {"cells.csv": comparison.cells, "wilcoxon.csv": comparison.wilcoxon,
               "friedman.csv": comparison.friedman, "nemenyi.csv": comparison.nemenyi,
               **({"size_curves.csv": comparison.size_curves} if len(comparison.size_curves) else {})}

@@ -136,6 +136,18 @@ def find_parent(client, experiment_id: str, sweep: str):
     return max(found, key=lambda run: run.info.start_time)
 
 
+# Per-task metrics that name a sweep's tasks: the silhouette, which every run logs (with or
+# without labels), and the sample counts of runs logged before the silhouette existed (then
+# metrics; now the params n_samples.<task>).
+TASK_METRICS = ("silhouette/", "n_samples/")
+
+
+def task_names(records: list) -> list[str]:
+    """The tasks of a sweep's trial records, from their per-task metric keys (TASK_METRICS)."""
+    return sorted({key.split("/", 1)[1] for record in records for key in record.metrics
+                   if key.startswith(TASK_METRICS)} - {"mean"})
+
+
 def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) -> pd.DataFrame:
     """Every grid point of one sweep (by name or parent run id), as its report's ``grid.csv``:
     ``point``, ``n_runs``, ``n_failed``, and ``<metric> mean`` / ``<metric> std`` of every
@@ -143,8 +155,7 @@ def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) 
     client, experiment_id = open_experiment(tracking_uri, experiment)
     parent = find_parent(client, experiment_id, sweep)
     records = trial_records(client, experiment_id, parent.info.run_id)
-    tasks = sorted({key.split("/", 1)[1] for record in records for key in record.metrics
-                    if key.startswith("n_samples/")})
+    tasks = task_names(records)
     same_data = parent.data.tags.get("mtc.data_draws", "1") == "1"
     rows = [{"point": s.point, "n_runs": s.n_runs, "n_failed": s.n_failed,
              **{f"{key} {stat}": getattr(s, stat)[key] for key in sorted(s.mean) for stat in ("mean", "std")}}

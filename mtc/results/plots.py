@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
@@ -18,8 +18,12 @@ from mtc.numerics.cache import Cache  # noqa: E402
 from mtc.store import tracking  # noqa: E402
 
 
+VISIBLE_FRACTION = 1e-3  # traces closer than this fraction of the y axis's span coincide on the plot
+
+
 def same_traces(traces: dict[str, np.ndarray]) -> list[list[str]]:
-    """Labels grouped by identical traces (to 1e-12, relative), in order of first label."""
+    """Labels grouped by exactly identical traces (same length, every step equal to 1e-12
+    relative), in order of first label: the runs that computed the same thing."""
     groups: list[list[str]] = []
     for label, trace in traces.items():
         trace = np.asarray(trace, float)
@@ -33,36 +37,116 @@ def same_traces(traces: dict[str, np.ndarray]) -> list[list[str]]:
     return groups
 
 
-def convergence_plot(traces: dict[str, np.ndarray], path: str, title: str) -> None:
-    """Objective against iteration, one line per group of identical traces (the legend names
-    every seed in it, so seeds that overlap are seen to overlap), log scale when all
-    positive; 1100 x 605 px."""
-    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
-    groups = same_traces(traces)
+def log_scaled(traces: dict[str, np.ndarray]) -> bool:
+    """Whether the convergence figure draws its y axis in log scale: every value positive."""
+    return all(np.all(np.asarray(trace, float) > 0) for trace in traces.values())
+
+
+def overlapping_traces(traces: dict[str, np.ndarray], log: bool | None = None) -> list[list[str]]:
+    """Labels grouped by traces that coincide on the convergence figure, in order of first label.
+
+    Two traces coincide when they have the same length (a longer run draws further to the
+    right) and, in the plotted scale (log10 when ``log``, by default ``log_scaled``), differ at
+    no step by more than VISIBLE_FRACTION (1/1000) of the span of every plotted value: at the
+    figure's 605 px height the plot area is under 500 px tall, so such a difference is under
+    half a pixel. Each trace is compared with its group's first; non-finite steps must match
+    exactly. Exactly identical traces (``same_traces``) always coincide.
+    """
+    log = log_scaled(traces) if log is None else log
+    plotted = {label: np.log10(np.asarray(trace, float)) if log else np.asarray(trace, float)
+               for label, trace in traces.items()}
+    finite = np.concatenate([values[np.isfinite(values)] for values in plotted.values()] or [np.zeros(0)])
+    span = float(finite.max() - finite.min()) if finite.size else 0.0
+    tolerance = VISIBLE_FRACTION * span if span > 0 else 0.0
+
+    def coincide(a: np.ndarray, b: np.ndarray) -> bool:
+        if a.shape != b.shape:
+            return False
+        ok_a, ok_b = np.isfinite(a), np.isfinite(b)
+        if not np.array_equal(ok_a, ok_b) or not np.array_equal(a[~ok_a], b[~ok_b], equal_nan=True):
+            return False
+        return bool(np.all(np.abs(a[ok_a] - b[ok_b]) <= tolerance))
+
+    groups: list[list[str]] = []
+    for label, values in plotted.items():
+        for group in groups:
+            if coincide(plotted[group[0]], values):
+                group.append(label)
+                break
+        else:
+            groups.append([label])
+    return groups
+
+
+def run_names(labels: list[str]) -> str:
+    """Labels said briefly: ``seed 0`` ... ``seed 9`` as "seeds 0-9", "seeds 0-3, 5"; any other
+    labels joined by commas."""
+    seeds = [label[len("seed "):] for label in labels]
+    if len(labels) == 1 or not all(label.startswith("seed ") and seed.isdigit() for label, seed in zip(labels, seeds)):
+        return ", ".join(labels)
+    numbers = sorted(int(seed) for seed in seeds)
+    runs, start = [], numbers[0]
+    for previous, number in zip(numbers, [*numbers[1:], None]):
+        if number != previous + 1:
+            runs.append(f"{start}" if start == previous else f"{start}-{previous}")
+            start = number
+    return "seeds " + ", ".join(runs)
+
+
+def convergence_caption(traces: dict[str, np.ndarray], visible: list[list[str]], exact: list[list[str]]) -> str:
+    """The convergence figure's second title line: runs, visibly distinct curves, which runs
+    overlap, and how many traces are exactly distinct when that differs ("" for one run)."""
+    if len(traces) < 2:
+        return ""
+    curves = f"{len(visible)} visibly distinct curve{'s' if len(visible) != 1 else ''}"
+    shared = [group for group in visible if len(group) > 1]
+    if shared:
+        curves += "; " + "; ".join(f"{run_names(group)} overlap" for group in shared[:3])
+        curves += f"; {len(shared) - 3} more groups overlap" if len(shared) > 3 else ""
+    if len(exact) != len(visible):
+        curves += f" ({len(exact)} exactly distinct traces)"
+    return f"{len(traces)} runs, {curves}"
+
+
+def convergence_figure(traces: dict[str, np.ndarray], title: str) -> Figure:
+    """Objective against iteration: one line per group of runs whose traces coincide on the plot
+    (``overlapping_traces``), the legend naming the runs of each line, the title saying how many
+    curves are visibly distinct of how many runs (and how many traces are exactly distinct,
+    ``same_traces``, when that differs); log scale when all values are positive; 1100 x 605 px."""
+    fig = Figure(figsize=(10, 5.5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    log = log_scaled(traces)
+    groups = overlapping_traces(traces, log)
     for index, group in enumerate(groups):
         trace = np.asarray(traces[group[0]])
-        label = group[0] if len(group) == 1 else f"{', '.join(group)} (identical)"
+        label = run_names(group) if len(group) == 1 else f"{run_names(group)} ({len(group)} runs, overlapping)"
         ax.plot(np.arange(len(trace)), trace, marker="." if len(trace) < 50 else None, label=label, lw=1.5,
                 linestyle=("-", "--", ":", "-.")[index % 4])
     ax.set_xlabel("iteration", fontsize=12)
     ax.set_ylabel("objective", fontsize=12)
     ax.tick_params(labelsize=11)
-    shown = f"{len(groups)} distinct trace(s) over {len(traces)} run(s)" if len(traces) > 1 else ""
+    shown = convergence_caption(traces, groups, same_traces(traces))
     ax.set_title(f"{title}\n{shown}" if shown else title, fontsize=12)
     ax.grid(alpha=0.3)
-    if all(np.all(np.asarray(trace) > 0) for trace in traces.values()):
+    if log:
         ax.set_yscale("log")
     if 1 < len(groups) <= 12 or len(groups) < len(traces):
         ax.legend(fontsize=10, ncol=2)
     fig.subplots_adjust(left=0.09, right=0.98, bottom=0.1, top=0.88)  # tight_layout costs a third of the draw
-    fig.savefig(path)
-    plt.close(fig)
+    return fig
+
+
+def convergence_plot(traces: dict[str, np.ndarray], path: str, title: str) -> None:
+    """``convergence_figure`` saved as a PNG at ``path``."""
+    convergence_figure(traces, title).savefig(path)
 
 
 def heatmap_layout(matrix) -> tuple[np.ndarray, tuple]:
     """(values, layout) of a NamedMatrix (mtc.trial) drawn as one picture: block (i, j) at
     block row i and block column j, blocks not given left blank (NaN), tick labels
-    "<group>:<name>", lines between blocks."""
+    "<group>:<name>", lines between blocks, colours from min(0, lowest) to max(1, highest) value,
+    the range said on the colour bar."""
     rows, cols = sorted(matrix.row_names), sorted(matrix.col_names)
     row_offsets = np.concatenate([[0], np.cumsum([len(matrix.row_names[i]) for i in rows])])
     col_offsets = np.concatenate([[0], np.cumsum([len(matrix.col_names[j]) for j in cols])])
@@ -123,7 +207,7 @@ def _heatmap_frame(row_ticks: tuple[str, ...], col_ticks: tuple[str, ...], row_o
     ax.set_xticks(range(len(col_ticks)) if len(col_ticks) <= MAX_TICKS else [],
                   col_ticks if len(col_ticks) <= MAX_TICKS else [], fontsize=9, rotation=90)
     ax.set_title(title, fontsize=12)
-    figure.colorbar(image, ax=ax, shrink=0.7)
+    figure.colorbar(image, ax=ax, shrink=0.7).set_label(f"colour range {vmin:g} to {vmax:g}", fontsize=10)
     figure.subplots_adjust(left=0.25, bottom=0.25, right=0.95, top=0.93)
     figure.canvas.draw()  # everything but the animated artists
     return figure, image, separators, figure.canvas.copy_from_bbox(figure.bbox)
@@ -133,12 +217,17 @@ def readable_files(folder: Path, outcome, trial_config: dict, task_names: list[s
                    ) -> None:
     """The trial's files for a person: config.json, labels.csv, objective_trace.csv, a labelled
     CSV per matrix block, a heatmap PNG per matrix and the convergence PNG (each figure costs
-    0.1-0.2 s of CPU; ``frames``: see block_heatmap)."""
+    0.1-0.2 s of CPU; ``frames``: see block_heatmap).
+
+    labels.csv has one row per sample: ``task``, ``sample``, ``label`` (the cluster id) and
+    ``cluster_name``, the name the matrix CSVs and heatmaps give that cluster (the class it
+    matches, mtc.trial.AxisNamer), so that a row of a CSV is found in the labels."""
     (folder / "config.json").write_text(json.dumps(trial_config, indent=2, default=str))
-    with open(folder / "labels.csv", "w") as handle:
-        handle.write("task,sample,label\n")
-        for task, labels in zip(task_names, outcome.labels):
-            np.savetxt(handle, np.column_stack([np.arange(labels.size), labels]), fmt=f"{task},%d,%d")
+    with open(folder / "labels.csv", "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["task", "sample", "label", "cluster_name"])
+        for task, labels, names in zip(task_names, outcome.labels, outcome.cluster_names):
+            writer.writerows((task, sample, label, names[label]) for sample, label in enumerate(labels.tolist()))
     trace = outcome.objective_trace
     np.savetxt(folder / "objective_trace.csv", np.column_stack([np.arange(trace.size), trace]),
                fmt=["%d", "%.10g"], delimiter=",", header="step,objective", comments="")
@@ -152,9 +241,12 @@ def readable_files(folder: Path, outcome, trial_config: dict, task_names: list[s
 
 
 def labelled_csv(path: str, matrix: np.ndarray, row_names: list[str], col_names: list[str]) -> None:
-    with open(path, "w") as handle:
-        handle.write("row," + ",".join(col_names) + "\n")
-        handle.writelines(f"{label}," + ",".join(f"{v:.6g}" for v in row) + "\n" for label, row in zip(row_names, matrix))
+    """One matrix block as CSV: a ``row`` column of row names, then a column per column name
+    (names quoted where they hold a comma or a quote, as in labels.csv)."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["row", *col_names])
+        writer.writerows([label, *(f"{v:.6g}" for v in row)] for label, row in zip(row_names, matrix))
 
 
 def log_convergence_figure(client, parent_id: str, runs: dict[str, tuple[str, str]], path: Path, title: str) -> None:

@@ -55,19 +55,33 @@ def size_table(curves: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns=lambda size: f"n = {size}").reset_index()
 
 
-def draw_size_curves(curves: pd.DataFrame, benchmark: str, metric: str, path: Path) -> None:
-    """One line per method (the mean over draws), the size on the x axis. The spread over draws
-    is in the table beside it: eight overlapping bands would hide the lines."""
+def draw_size_curves(curves: pd.DataFrame, benchmark: str, metric: str, path: Path | None = None,
+                     title: str | None = None, names: dict[str, str] | None = None) -> Figure:
+    """One line per method (the mean over draws) with a band of ± one std over draws (the
+    ``std`` column; none where a size has one draw), the size on the x axis; saved at ``path``
+    when given. ``title`` says what the benchmark is (by default its name), ``names`` maps a
+    method label to its name in the figure (mtc.results.compare.display_names). The bands are
+    light so that the lines stay readable where they overlap; where they overlap, the table
+    beside the figure (``size_table``) gives the numbers."""
+    names = names or {}
     fig = Figure(figsize=(12, 6.5), dpi=100)
     ax = fig.subplots()
-    for index, (method, curve) in enumerate(curves.groupby("method", sort=True)):
-        ax.plot(curve["size"], curve["mean"], marker="o", lw=2, label=method, linestyle=("-", "--", ":", "-.")[index % 4])
+    order = sorted(curves.method.unique(), key=lambda method: (names.get(method, method).lower(), method))
+    for index, method in enumerate(order):
+        curve = curves[curves.method == method].sort_values("size")
+        line, = ax.plot(curve["size"], curve["mean"], marker="o", lw=2, label=names.get(method, method),
+                        linestyle=("-", "--", ":", "-.")[index % 4])
+        ax.fill_between(curve["size"].to_numpy(float), (curve["mean"] - curve["std"]).to_numpy(float),
+                        (curve["mean"] + curve["std"]).to_numpy(float), color=line.get_color(), alpha=0.12, lw=0)
     ax.set_xticks(sorted(curves["size"].unique()))
     ax.set_xlabel("samples per task (the pooled sweeps' n)", fontsize=14)
     ax.set_ylabel(f"mean {metric} over tasks", fontsize=14)
     ax.tick_params(labelsize=13)
-    ax.set_title(f"{benchmark}\nmean over draws at each method's point chosen over all sizes", fontsize=13)
+    ax.set_title(f"{title or benchmark}\nmean over draws (line) ± 1 std over draws (band), at each method's point "
+                 "chosen over all sizes", fontsize=13)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=12, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
-    fig.savefig(path)
+    if path is not None:
+        fig.savefig(path)
+    return fig

@@ -258,10 +258,12 @@ def chart_steps(n_steps: int, points: int = CHART_POINTS) -> np.ndarray:
 
 def trial_arrays(outcome, trial_config: dict, task_names: list[str]) -> dict[str, np.ndarray]:
     """Everything a trial learned, as the arrays of its one artifact TRIAL_ARTIFACT:
-    ``labels/<task>``, ``trace/objective`` and ``trace/<name>`` (every step), ``matrix/<stem>``
-    with ``rows/<stem>`` and ``cols/<stem>`` (the names of its rows and columns) and ``config``
-    (the trial's config as JSON)."""
+    ``labels/<task>`` with ``clusters/<task>`` (the name of each cluster id, as the matrices
+    name them), ``trace/objective`` and ``trace/<name>`` (every step), ``matrix/<stem>`` with
+    ``rows/<stem>`` and ``cols/<stem>`` (the names of its rows and columns) and ``config`` (the
+    trial's config as JSON)."""
     arrays = {f"labels/{task}": labels for task, labels in zip(task_names, outcome.labels)}
+    arrays.update({f"clusters/{task}": np.array(names) for task, names in zip(task_names, outcome.cluster_names)})
     arrays["trace/objective"] = np.asarray(outcome.objective_trace, float)
     arrays.update({f"trace/{name}": np.asarray(values, float) for name, values in outcome.traces.items()})
     for name, matrix in outcome.matrices.items():
@@ -273,12 +275,14 @@ def trial_arrays(outcome, trial_config: dict, task_names: list[str]) -> dict[str
     return arrays
 
 
-def run_params(trial_config: dict) -> dict:
-    """A child run's params: the solver's parameters, seed and method, and the data config's
-    name only (its whole config is on the parent run and in the trial's artifact)."""
+def run_params(trial_config: dict, n_samples: dict[str, int]) -> dict:
+    """A child run's params: the solver's parameters, seed and method, the data config's name
+    only (its whole config is on the parent run and in the trial's artifact) and the samples
+    per task as ``n_samples.<task>`` (facts about the input, not scores: as metrics they gave
+    every run's charts a section of sample-count bars)."""
     data = trial_config.get("data")
     return {**{k: v for k, v in trial_config.items() if k != "data"},
-            **({"data.name": data.get("name")} if isinstance(data, dict) else {})}
+            **({"data.name": data.get("name")} if isinstance(data, dict) else {}), "n_samples": n_samples}
 
 
 def log_trial(client, run_id: str, artifact_uri: str, outcome, trial_config: dict, task_names: list[str],
@@ -295,7 +299,8 @@ def log_trial(client, run_id: str, artifact_uri: str, outcome, trial_config: dic
     metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
     metrics += [entities.Metric(OBJECTIVE_TRACE, float(trace[step]), now, int(step)) for step in chart_steps(trace.size)]
     client.log_batch(run_id, metrics=metrics,
-                     params=[entities.Param(k, v[:6000]) for k, v in flatten(run_params(trial_config)).items()])
+                     params=[entities.Param(k, v[:6000])
+                             for k, v in flatten(run_params(trial_config, outcome.n_samples)).items()])
     with tempfile.TemporaryDirectory() as tmp:
         np.savez_compressed(os.path.join(tmp, TRIAL_ARTIFACT), **trial_arrays(outcome, trial_config, task_names))
         if extra_files is not None:
@@ -404,13 +409,30 @@ def fail_run(client, run_id: str, error: BaseException) -> None:
         client.set_tag(run_id, "mtc.error_txt", f"not written: {type(artifact_error).__name__}: {artifact_error}"[:5000])
 
 
-def links(tracking_uri: str, experiment_id: str, parent_id: str) -> str:
-    """Where a person looks at a sweep: the runs table and the parent run, in the tracking
-    server or in ``mlflow ui`` on a local store."""
+def links(tracking_uri: str, experiment_id: str, parent_id: str, sort_metric: str) -> str:
+    """Where a person looks at a sweep, in the tracking server or in ``mlflow ui`` on a local
+    store: the runs table, the parent run, and the sweep's child runs alone, best first.
+
+    The runs table opens with every sweep folded into its parent row. The third link sets the
+    query parameters MLflow's runs page reads (``EXPERIMENT_PAGE_QUERY_PARAM_KEYS`` of its
+    ``useExperimentPageSearchFacets``): ``searchFilter``, a filter on the parent's id in the
+    children's tag PARENT_TAG; ``orderByKey``, the UI's sort key of metric ``sort_metric``
+    (``acc/mean``, or ``silhouette/mean`` for data without labels; the key's name in
+    backticks after ``metrics.``); and ``orderByAsc=false``. The UI nests child runs under
+    their parent only when neither a filter nor a sort other than by date is set (its
+    ``shouldNestChildrenAndFetchParents``), so the children show flat, with the full width of
+    the Run Name column."""
+    from urllib.parse import quote, urlencode
+
     if tracking_uri.startswith(("http://", "https://")):
         base, how = tracking_uri.rstrip("/"), ""
     else:
         base, how = "http://127.0.0.1:5000", f" after: mlflow ui --backend-store-uri {tracking_uri}"
     view = f"?workflowType={UI_WORKFLOW}"  # MLflow 3.17's UI otherwise opens in its GenAI mode
-    return (f"MLflow runs: {base}/#/experiments/{experiment_id}/runs{view}{how}\n"
-            f"MLflow parent run: {base}/#/experiments/{experiment_id}/runs/{parent_id}{view}")
+    children = urlencode({"searchFilter": f"tags.`{PARENT_TAG}` = '{parent_id}'",
+                          "orderByKey": f"metrics.`{sort_metric}`", "orderByAsc": "false",
+                          "workflowType": UI_WORKFLOW}, quote_via=quote)
+    runs = f"{base}/#/experiments/{experiment_id}/runs"
+    return (f"MLflow runs: {runs}{view}{how}\n"
+            f"MLflow parent run: {runs}/{parent_id}{view}\n"
+            f"MLflow trials of this sweep, best {sort_metric} first: {runs}?{children}")

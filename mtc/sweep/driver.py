@@ -34,6 +34,7 @@ from mtc.config import (
     Settings,
     TrackingSettings,
     Trial,
+    method_display_names,
     seed_batches,
     seeds_per_trial,
     settings,
@@ -44,7 +45,13 @@ from mtc.errors import InputError
 from mtc.numerics.cache import Cache
 from mtc.results.plots import log_convergence_figure, readable_files
 from mtc.results.reading import chosen_points, point_summaries, trial_records
-from mtc.results.report import PointSummary, data_note, grid_csv, report_markdown
+from mtc.results.report import (
+    CRITERIA,
+    PointSummary,
+    data_note,
+    grid_csv,
+    report_markdown,
+)
 from mtc.store import preflight, tracking
 from mtc.store.preflight import UnreachableError
 from mtc.sweep import locks
@@ -163,13 +170,22 @@ def open_sweep(plan: SweepPlan, client, experiment_id: str) -> OpenSweep:
     """Create (or find, resuming) the parent run and prepare its children: finished trials are
     kept, unfinished runs deleted."""
     run = plan.run
-    parent_id = tracking.open_parent_run(client, experiment_id, plan.key, plan.name, run.resolved, plan.tags,
+    parent_id = tracking.open_parent_run(client, experiment_id, plan.key, plan.name, parent_params(run), plan.tags,
                                          run.sweep.resume)
     tracking.log_dataset_input(client, parent_id, run.data.name, plan.datasets, run.data.resolved)
     pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, plan.trials)
     print(f"sweep {plan.name}: {len(plan.trials)} trials ({len(finished)} already finished), "
           f"MLflow parent run {parent_id}")
     return OpenSweep(plan, client, experiment_id, parent_id, pending, len(finished))
+
+
+def parent_params(run: Settings) -> dict:
+    """The parent run's params: the resolved config with the seeds the sweep runs (``seeds``,
+    "0-9" for ten repeats) in place of its ``seed``, the one seed of ``python -m mtc.run``,
+    which no sweep uses."""
+    repeats = run.sweep.repeats
+    seeds = "0" if repeats == 1 else f"0-{repeats - 1}"
+    return {**{key: value for key, value in run.resolved.items() if key != "seed"}, "seeds": seeds}
 
 
 def sweep_job(opened: OpenSweep) -> SweepJob:
@@ -399,11 +415,13 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
     if log:
         client.log_artifact(parent_id, str(out / "report.md"))
         client.log_artifact(parent_id, str(out / "grid.csv"))
+        shown = run.sweep.label if run.sweep.label != run.method.name else \
+            method_display_names().get(run.method.name, run.method.name)  # the paper's name; a variant its label
         for selection in (s for s in ("acc", "objective") if s in best):
             runs = {f"seed {r.seed}": (r.run_id, r.artifact_uri) for r in records
                     if r.point == best[selection].point and r.status == "FINISHED"}
             log_convergence_figure(client, parent_id, runs, out / f"convergence_best_by_{selection}.png",
-                                   f"{run.method.name} on {run.data.name}, {best[selection].point}")
+                                   f"{shown} on {run.data.name}, {best[selection].point}")
         tracking.log_sweep_summary(client, parent_id, best, sum(s.n_failed for s in summaries), markdown,
                                    run.method.grid)
         client.set_terminated(parent_id, "FINISHED")
@@ -481,8 +499,9 @@ def run_sweep(run: Settings) -> SweepResult:
 
 def report_done(result: SweepResult) -> SweepResult:
     print(result.markdown)
+    sort_metric = CRITERIA["acc" if "acc" in result.best else "silhouette"][0]  # no labels: no accuracy
     print(f"report: {Path(result.output_dir) / 'report.md'}\n" +
-          tracking.links(result.tracking_uri, result.experiment_id, result.parent_run_id))
+          tracking.links(result.tracking_uri, result.experiment_id, result.parent_run_id, sort_metric))
     return result
 
 

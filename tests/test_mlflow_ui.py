@@ -1,0 +1,192 @@
+"""What a person sees in MLflow's UI after a sweep, read as the UI reads it: through the REST
+API of a real ``mlflow server`` on the sweep's store (run names, params, metric names, the
+labels' cluster names) and through the links the sweep prints (the query parameters the runs
+page reads, replayed as the UI's own search request)."""
+
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from dataclasses import replace
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from mtc.cli import compose_config
+from mtc.config import settings
+from mtc.metrics import METRIC_NAMES
+from mtc.stack.loopback import free_port, wait_for_port
+from mtc.store import tracking
+from mtc.sweep.driver import report_done, run_sweep
+
+pytestmark = pytest.mark.slow
+
+GRID = {"alpha": [0.5, 2.0], "lambda_": [0.25, 4.0]}  # two keys; lambda_ was shown as "l=" before
+REPEATS = 2
+TASKS = ["task0", "task1"]
+SAMPLES_PER_TASK = 4 * 5  # the synthetic data's 4 clusters per task, 5 samples each
+
+
+class Server:
+    """A running ``mlflow server``: GET and POST on its REST API as the UI does."""
+
+    def __init__(self, base: str):
+        self.base = base
+
+    def get(self, endpoint: str, **query):
+        url = f"{self.base}{endpoint}?" + "&".join(f"{key}={value}" for key, value in query.items())
+        with urllib.request.urlopen(url, timeout=30) as response:
+            body = response.read()
+        return json.loads(body) if endpoint.startswith("/api/") else body.decode()
+
+    def search(self, experiment_id: str, filter_string: str, order_by: list[str] | None = None) -> list[dict]:
+        request = urllib.request.Request(
+            f"{self.base}/api/2.0/mlflow/runs/search", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"experiment_ids": [experiment_id], "filter": filter_string, "max_results": 1000,
+                             "order_by": order_by or []}).encode())
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read()).get("runs", [])
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One small MTCMRL sweep (2 x 2 grid, 2 seeds, readable files on), what it printed, and one
+    ``mlflow server`` on its store for the whole module, stopped at the end."""
+    tmp = tmp_path_factory.mktemp("ui")
+    grid = [f"method.grid.{key}=[{','.join(map(str, values))}]" for key, values in GRID.items()]
+    cfg = compose_config([
+        f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
+        f"mlflow.artifact_root={tmp / 'artifacts'}", "mlflow.readable_trial_files=true", "ray.num_cpus=2",
+        "sweep.verbose=0", "method=mtcmrl", *grid, "++method.params.max_iter=20", f"sweep.repeats={REPEATS}",
+        "data=synthetic", "data.params.n_tasks=2", "data.params.samples_per_cluster=5"])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = run_sweep(settings(cfg))
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", result.tracking_uri,
+                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                              env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    try:
+        wait_for_port(port, 120)
+        yield result, printed.getvalue(), Server(f"http://127.0.0.1:{port}")
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+
+
+def child_runs(result, server: Server) -> list[dict]:
+    return server.search(result.experiment_id, f"tags.`{tracking.PARENT_TAG}` = '{result.parent_run_id}'")
+
+
+def params_of(run: dict) -> dict[str, str]:
+    return {p["key"]: p["value"] for p in run["data"].get("params", [])}
+
+
+def metrics_of(run: dict) -> set[str]:
+    return {m["key"] for m in run["data"].get("metrics", [])}
+
+
+def printed_links(text: str) -> dict[str, str]:
+    """The links the sweep printed, by their label ("MLflow runs", ...)."""
+    return {label: url for label, url in re.findall(r"^(MLflow [^:]+): (http\S+)", text, re.MULTILINE)}
+
+
+def test_child_run_names_use_the_params_own_names_and_values(sweep):
+    result, _, server = sweep
+    runs = child_runs(result, server)
+    assert len(runs) == 4 * REPEATS and all(run["info"]["status"] == "FINISHED" for run in runs)
+    for run in runs:
+        name, params = run["info"]["run_name"], params_of(run)
+        *pairs, seed = name.split(" ")
+        assert seed == f"s{params['seed']}"
+        point = dict(pair.split("=", 1) for pair in pairs)
+        assert sorted(point) == sorted(GRID)  # every key whole, none cut to a prefix ("l=")
+        assert all(float(value) == float(params[key]) for key, value in point.items())
+        assert all(value == value.removesuffix(".0") for value in point.values())  # 2.0 reads "2"
+    assert {run["info"]["run_name"] for run in runs} >= {"alpha=0.5 lambda_=0.25 s0", "alpha=2 lambda_=4 s1"}
+    # the name reads as the filter it stands for: params.lambda_ matches the runs of that value
+    assert len(server.search(result.experiment_id, "params.lambda_ = '4.0'")) == 2 * REPEATS
+
+
+def test_the_parent_logs_the_seeds_run_and_no_single_seed(sweep):
+    result, _, server = sweep
+    params = params_of(server.get("/api/2.0/mlflow/runs/get", run_id=result.parent_run_id)["run"])
+    assert "seed" not in params
+    first, last = map(int, params["seeds"].split("-"))
+    assert list(range(first, last + 1)) == list(range(REPEATS))
+    assert {int(params_of(run)["seed"]) for run in child_runs(result, server)} == set(range(REPEATS))
+    assert params["sweep.repeats"] == str(REPEATS)
+
+
+def test_children_log_sample_counts_as_params_and_the_documented_metrics(sweep):
+    result, _, server = sweep
+    per_task = {f"{metric}/{task}" for metric in (*METRIC_NAMES, "silhouette") for task in [*TASKS, "mean"]}
+    documented = per_task | {"n_iter", "converged", "fit_seconds", "objective/final", "objective/relative",
+                             tracking.OBJECTIVE_TRACE}  # docs/architecture.md; MTCMRL's record has no scalars
+    for summary in child_runs(result, server):
+        run = server.get("/api/2.0/mlflow/runs/get", run_id=summary["info"]["run_id"])["run"]
+        assert metrics_of(run) == documented  # no n_samples/<task> metric: no sample-count charts
+        params = params_of(run)
+        assert {params[f"n_samples.{task}"] for task in TASKS} == {str(SAMPLES_PER_TASK)}
+    history = server.get("/api/2.0/mlflow/metrics/get-history", run_id=summary["info"]["run_id"],
+                         metric_key=tracking.OBJECTIVE_TRACE)["metrics"]
+    assert [m["step"] for m in history] == sorted(m["step"] for m in history) and history[0]["step"] == 0
+
+
+def test_the_printed_links_open_the_sweeps_children_flat_and_best_first(sweep):
+    result, printed, server = sweep
+    links = printed_links(printed)
+    runs_page = f"/experiments/{result.experiment_id}/runs"
+    assert urlsplit(links["MLflow runs"]).fragment == f"{runs_page}?workflowType=machine_learning"
+    assert urlsplit(links["MLflow parent run"]).fragment.startswith(f"{runs_page}/{result.parent_run_id}?")
+    (label, url), = ((label, url) for label, url in links.items() if label.startswith("MLflow trials"))
+    assert "acc/mean" in label
+    route, _, query = urlsplit(url).fragment.partition("?")  # the UI's hash route and its query parameters
+    assert route == runs_page
+    query = {key: value for key, [value] in parse_qs(query, strict_parsing=True).items()}
+    assert query == {"searchFilter": f"tags.`mlflow.parentRunId` = '{result.parent_run_id}'",
+                     "orderByKey": "metrics.`acc/mean`", "orderByAsc": "false", "workflowType": "machine_learning"}
+    # the runs page's own request: filter = searchFilter, order_by = orderByKey + " DESC"
+    shown = server.search(result.experiment_id, query["searchFilter"], [f"{query['orderByKey']} DESC"])
+    assert {run["info"]["run_id"] for run in shown} == {run["info"]["run_id"] for run in child_runs(result, server)}
+    accuracy = [next(m["value"] for m in run["data"]["metrics"] if m["key"] == "acc/mean") for run in shown]
+    assert accuracy == sorted(accuracy, reverse=True)
+
+
+def test_without_accuracy_the_children_link_sorts_by_the_silhouette(sweep, capsys):
+    result, _, _ = sweep
+    report_done(replace(result, best={key: point for key, point in result.best.items() if key != "acc"}))
+    url = next(url for label, url in printed_links(capsys.readouterr().out).items() if label.startswith("MLflow trials"))
+    assert parse_qs(urlsplit(url).fragment.partition("?")[2])["orderByKey"] == ["metrics.`silhouette/mean`"]
+
+
+def test_labels_csv_names_each_cluster_as_the_matrix_csvs_do(sweep):
+    result, _, server = sweep
+    run_id = child_runs(result, server)[0]["info"]["run_id"]
+    rows = list(csv.DictReader(io.StringIO(server.get("/get-artifact", path="labels.csv", run_uuid=run_id))))
+    assert list(rows[0]) == ["task", "sample", "label", "cluster_name"] and len(rows) == 2 * SAMPLES_PER_TASK
+    g_rows = {task: [line.split(",")[0] for line in server.get(
+        "/get-artifact", path=f"G_{task}__{other}.csv", run_uuid=run_id).splitlines()[1:]]
+        for task, other in (("task0", "task1"), ("task1", "task0"))}
+    for task in TASKS:
+        names = {}
+        for row in rows:
+            if row["task"] == task:
+                assert names.setdefault(row["label"], row["cluster_name"]) == row["cluster_name"]  # one name an id
+        assert len(set(names.values())) == len(names) and set(names.values()) <= set(g_rows[task])
+
+
+def test_the_tasks_of_old_and_new_runs_are_found_from_their_metrics():
+    """Stores written before the silhouette named their tasks by the n_samples/<task> metrics."""
+    from mtc.results.frames import task_names
+    from mtc.results.report import TrialRecord
+
+    new = TrialRecord("a=1", "0", "FINISHED", {"silhouette/t1": 0.5, "silhouette/t0": 0.4, "silhouette/mean": 0.45}, "r")
+    old = TrialRecord("a=1", "0", "FINISHED", {"n_samples/t0": 20.0, "n_samples/t1": 30.0, "acc/t0": 1.0}, "r")
+    assert task_names([new]) == task_names([old]) == ["t0", "t1"]
