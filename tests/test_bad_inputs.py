@@ -8,6 +8,7 @@ that the page lists every case with its message.
 """
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,19 @@ def test_bad_command_line_input_is_one_line_exit_2_and_creates_nothing(tmp_path,
     assert len(lines) == 1 and lines[0].startswith(message.replace(TMP, str(tmp_path))), done.stderr[-2000:]
     assert not (tmp_path / "db").exists()  # no MLflow store, so no run
     assert [p.name for p in (tmp_path / "out").glob("*")] in ([], ["hydra"])  # only Hydra's record of the command
+
+
+def test_a_port_that_listens_but_is_not_a_ray_head_is_refused_in_one_line(tmp_path):
+    """Something listens at ray.address but does not answer as Ray's GCS: refused by the check
+    (it asked Ray to retry for 300 s before); a real head passes it (tests/test_multinode.py)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        done = run_case(["method=kmeans", f"ray.address=127.0.0.1:{port}"], tmp_path)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith(f"error: 127.0.0.1:{port} is not a Ray head: something listens there but does not "
+                               "answer as Ray's GCS (gRPC) does within 10 s")
+    assert not (tmp_path / "db").exists()
 
 
 @pytest.mark.parametrize("what, call, error, message", LIBRARY_CASES, ids=[case[0] for case in LIBRARY_CASES])

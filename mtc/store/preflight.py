@@ -142,11 +142,39 @@ def check_ray(address: str, timeout: float = CHECK_TIMEOUT) -> None:
     if not sep or not port.isdigit():
         raise UnreachableError(f"ray.address {address!r}: expected local, auto or <host>:<port> (the head's GCS port)")
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
+        with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+            answers = speaks_grpc(connection)
     except OSError as error:
         raise UnreachableError(f"no Ray head listens at {address} ({reason(error)}; waited up to {timeout:.0f} s); "
                                "start one (ray start --head) or use ray.address=local") from None
+    if not answers:
+        raise UnreachableError(f"{address} is not a Ray head: something listens there but does not answer as Ray's "
+                               f"GCS (gRPC) does within {timeout:.0f} s; give the head's GCS port (ray start --head "
+                               "prints it) or use ray.address=local")
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 Sec. 3.4, what every HTTP/2 client sends first
+HTTP2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # a SETTINGS frame with no settings
+HTTP2_SETTINGS = 0x4
+
+
+def speaks_grpc(connection: socket.socket) -> bool:
+    """Whether the peer answers the HTTP/2 connection preface with a SETTINGS frame, as every
+    gRPC server (Ray's GCS) must (RFC 9113 Sec. 3.4); a port that listens but is something else
+    (or nothing that answers) does not, and Ray would retry it for 300 s. Asked by hand: the
+    grpc package is not among Ray's or our dependencies, and this is the smallest question a
+    gRPC server answers. The socket's timeout bounds the wait."""
+    try:
+        connection.sendall(HTTP2_PREFACE + HTTP2_EMPTY_SETTINGS)
+        header = b""
+        while len(header) < 9:
+            chunk = connection.recv(9 - len(header))
+            if not chunk:
+                return False
+            header += chunk
+    except (socket.timeout, ConnectionError):
+        return False
+    return header[3] == HTTP2_SETTINGS
 
 
 def reason(error: BaseException) -> str:
