@@ -32,18 +32,6 @@ from mtc.store import tracking
 
 STORE = "sqlite:///mlflow.db"  # python -m mtc.sweep's default store (conf/config.yaml)
 EXPERIMENT = "mtc"
-PAGE = 1000  # runs per search request
-
-
-def every_run(client, experiment_id: str) -> list:
-    """Every run of the experiment, page by page."""
-    runs, token = [], None
-    while True:
-        page = client.search_runs([experiment_id], max_results=PAGE, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
 
 
 def is_parent(run) -> bool:
@@ -72,7 +60,7 @@ def sweeps(tracking_uri: str = STORE, experiment: str = EXPERIMENT) -> pd.DataFr
     ``method``, ``data``, ``benchmark``, ``status``, ``start_time``, ``run_id`` and the parent
     run's metrics (``best_by_acc/acc/mean``, ``failed_trials``, ...)."""
     client, experiment_id = open_experiment(tracking_uri, experiment)
-    rows = [sweep_row(run) for run in every_run(client, experiment_id) if is_parent(run)]
+    rows = [sweep_row(run) for run in tracking.search_all(client, experiment_id) if is_parent(run)]
     if not rows:
         raise InputError(f"no sweep in experiment {experiment!r} of {tracking_uri}; run one with python -m mtc.sweep")
     return pd.DataFrame(rows).sort_values("start_time", ascending=False, ignore_index=True)
@@ -99,7 +87,7 @@ def trials(tracking_uri: str = STORE, experiment: str = EXPERIMENT, sweep: str |
         ``status``, ``run_id``, ``parent_run_id``, then every metric under its MLflow name.
     """
     client, experiment_id = open_experiment(tracking_uri, experiment)
-    runs = every_run(client, experiment_id)
+    runs = tracking.search_all(client, experiment_id)
     parents = {run.info.run_id: run for run in runs if is_parent(run)}
     wanted = {sweep} if isinstance(sweep, str) else set(sweep or [])
     unknown = wanted - set(parents) - {run.info.run_name for run in parents.values()}
@@ -129,7 +117,7 @@ def trials(tracking_uri: str = STORE, experiment: str = EXPERIMENT, sweep: str |
 
 def find_parent(client, experiment_id: str, sweep: str):
     """The parent run of a sweep named ``sweep`` (the newest if several) or with that run id."""
-    found = [run for run in every_run(client, experiment_id)
+    found = [run for run in tracking.search_all(client, experiment_id)
              if is_parent(run) and sweep in (run.info.run_id, run.info.run_name)]
     if not found:
         raise InputError(f"no sweep {sweep!r} in the store")

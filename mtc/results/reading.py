@@ -133,14 +133,8 @@ def chosen_points(summaries: list[PointSummary]) -> dict[str, PointSummary]:
 
 def sweep_parents(client, experiment_id: str) -> list:
     """The parent runs of sweeps (a ``mtc.sweep_key`` tag, no parent of their own), any status."""
-    runs, token = [], None
-    while True:
-        page = client.search_runs([experiment_id], max_results=1000, page_token=token,
-                                  filter_string=f"tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'")
-        runs.extend(run for run in page if tracking.PARENT_TAG not in run.data.tags)
-        token = page.token
-        if not token:
-            return runs
+    return [run for run in tracking.search_all(client, experiment_id, f"tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'")
+            if tracking.PARENT_TAG not in run.data.tags]
 
 
 def unfinished_notes(parents: list, read: dict) -> list[str]:

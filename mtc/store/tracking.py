@@ -160,16 +160,20 @@ def flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def find_runs(client, experiment_id: str, **tags) -> list:
-    """Active runs of the experiment whose tags equal the given values."""
-    clauses = " and ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items())
+def search_all(client, experiment_id: str, filter_string: str = "") -> list:
+    """Every active run of the experiment that matches ``filter_string``, page by page."""
     runs, token = [], None
     while True:
-        page = client.search_runs([experiment_id], filter_string=clauses, max_results=1000, page_token=token)
+        page = client.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
         runs.extend(page)
         token = page.token
         if not token:
             return runs
+
+
+def find_runs(client, experiment_id: str, **tags) -> list:
+    """Active runs of the experiment whose tags equal the given values."""
+    return search_all(client, experiment_id, " and ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items()))
 
 
 def open_parent_run(client, experiment_id: str, sweep_key: str, run_name: str, params: dict,
