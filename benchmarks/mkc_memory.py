@@ -15,6 +15,16 @@ start costs nothing next to the kernel):
 3. the products K[:, task t] Z^t (one per task and iteration, shared by both candidates),
    each timed alone (best of 3), summed over the tasks;
 4. whether both routes give the same labels and traces.
+
+    MTC_DATA_DIR=../shared/data python benchmarks/mkc_memory.py --routes [threads]   (default: 1)
+
+Issue 32's hot spot instead: one S-MKC fit on NG3 as a sweep worker runs it once the kernel
+is in its cache (lambda = 0.5, the 100 iterations NG3's fits run: stopping off; a random
+start, since a worker keeps each seed's k-means labels too and they cost the same on both
+routes), with every task's kernel product of an iteration in one pass over K (``stacked``,
+the default) and one product per task (``per_task``, the route before), alternated twice;
+wall and process CPU seconds per fit, and the largest differences between the two routes'
+traces and Z.
 """
 
 import gc
@@ -23,9 +33,10 @@ import time
 import tracemalloc
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from mtc.cli import configured_dataset
-from mtc.methods.mkc import SMKC
+from mtc.methods.mkc import MKC, SMKC
 from mtc.numerics.cache import Cache
 from mtc.numerics.seeding import indicator
 
@@ -73,5 +84,29 @@ def main(iterations: int):
           f"multi-task candidate kept in {fits[True].branch_trace_.mean():.0%} of task steps")
 
 
+def routes(threads: int):
+    dataset = configured_dataset("ng3")
+    settings = dict(n_clusters=dataset.n_clusters, init="random", tol=0.0, cache=Cache(), random_state=0)
+    with threadpool_limits(threads):
+        start = time.perf_counter()
+        SMKC(max_iter=1, **settings).fit(dataset.matrices)
+        print(f"ng3 S-MKC, {threads} thread(s): the kernel, once per worker, {time.perf_counter() - start:.1f} s")
+        fits = {}
+        for route in ("per_task", "stacked") * 2:
+            MKC._kernel_route = route
+            wall, cpu = time.perf_counter(), time.process_time()
+            fits[route] = SMKC(lambda_=0.5, max_iter=100, **settings).fit(dataset.matrices)
+            print(f"  {route:8s}: {time.perf_counter() - wall:6.2f} s wall, {time.process_time() - cpu:6.2f} s CPU, "
+                  f"{fits[route].n_iter_} iterations", flush=True)
+    old, new = fits["per_task"], fits["stacked"]
+    print(f"  labels identical {all(np.array_equal(a, b) for a, b in zip(old.labels_, new.labels_))}, "
+          f"branches identical {np.array_equal(old.branch_trace_, new.branch_trace_)}, largest relative J_st "
+          f"difference {np.max(np.abs(new.objective_trace_ / old.objective_trace_ - 1)):.1e}, largest |Z| "
+          f"difference {max(np.max(np.abs(a - b)) for a, b in zip(old.Z_, new.Z_)):.1e}")
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    if sys.argv[1:2] == ["--routes"]:
+        routes(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)

@@ -16,7 +16,7 @@ from mtc.config import RESERVED_PARAMS, method_configs
 
 PACKAGE = Path(mtc.__file__).parent
 CORE = ("mtc", "mtc.config", "mtc.trial", "mtc.tasks", "mtc.record", "mtc.errors", "mtc.metrics", "mtc.cli",
-        "mtc.numerics.cache", "mtc.data", "mtc.methods.base")
+        "mtc.numerics.cache", "mtc.data", "mtc.methods.base", "mtc.methods.memory")
 COMMANDS = ("mtc.run", "mtc.reproduce")
 # package -> the platform packages it may import besides itself and the core (docs/architecture.md)
 LAYERS = {"store": (), "results": ("mtc.store",), "sweep": ("mtc.store", "mtc.results"), "stack": ()}
@@ -80,7 +80,7 @@ def name_of(path: Path) -> str:
 def test_platform_modules_name_no_method(path):
     """Orchestration and rendering are generic over the fit record: no method module, no solver class."""
     methods = {name for name in imports(path) if name.startswith("mtc.methods") and
-               not name.startswith(("mtc.methods.base", "mtc.methods.validation"))}
+               not name.startswith(("mtc.methods.base", "mtc.methods.validation", "mtc.methods.memory"))}
     assert methods == set()
     tree = ast.parse(path.read_text())
     identifiers = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}

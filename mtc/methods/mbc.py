@@ -60,6 +60,20 @@ from mtc.numerics.transport import MARGINALS, cluster_marginal, emd
 from mtc.record import LabelledMatrix
 
 
+def cluster_sums(X, labels: np.ndarray, k: int) -> np.ndarray:
+    """H'X (k x d), the rows of X summed per cluster (Eq. 3's numerator). Sparse X: one
+    bincount over the stored entries, which adds them row by row as the sparse product H'X
+    does, so the same bits without building H or a sparse k x d result (the product route is
+    kept in tests/test_hotspots.py)."""
+    if not sp.issparse(X):
+        H = sp.csr_matrix((np.ones(X.shape[0]), (np.arange(X.shape[0]), labels)), shape=(X.shape[0], k))
+        return np.asarray(H.T @ X)
+    X = sp.csr_matrix(X)
+    d = X.shape[1]
+    bins = np.repeat(np.asarray(labels, dtype=np.int64) * d, np.diff(X.indptr)) + X.indices
+    return np.bincount(bins, weights=X.data, minlength=k * d).reshape(k, d)
+
+
 def local_loss(distances: np.ndarray, labels: np.ndarray) -> float:
     """L^t = (1/n_t) sum_i ||x_i - m_h(i)||^2 from the n x c distances."""
     return float(distances[np.arange(labels.shape[0]), labels].mean())
@@ -162,9 +176,8 @@ class MBC(MultiTaskClusterer):
     def _centroids(self, t, X, labels, k, previous, centroids, plans, lam) -> np.ndarray:
         """Eq. 3 (lam > 0) or Eq. 6 (lam = 0): the minimiser of T J in M^t for fixed H, W."""
         n = X.shape[0]
-        H = sp.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, k))
-        sums = np.asarray((H.T @ X).toarray() if sp.issparse(X) else H.T @ X) / n
-        sizes = np.asarray(H.sum(axis=0)).ravel() / n
+        sums = cluster_sums(X, labels, k) / n
+        sizes = np.bincount(labels, minlength=k) / n
         denominator = sizes.copy()
         T = len(centroids)
         if lam > 0:

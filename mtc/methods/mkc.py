@@ -39,7 +39,10 @@ uses Z^s'K^st Z^t: it recomputes M^s from Eq. 13 instead of using the stored M^s
 exact only at a fixed point; the recursion above is M^s'M^t_new with the stored M^s (exact,
 tested with a linear kernel against explicit centroids). For s = t Eq. 15 is exact as printed.
 Only the (kernel rows) x c_t product K[:, t] Z^t touches the kernel; nothing else is
-larger than n x c.
+larger than n x c. Z^t changes only in task t's own step, so every task's product is taken
+at the start of an iteration in one GEMM over K (one pass over the R x R kernel instead of
+T; equal to rounding, tests/test_hotspots.py), and the initial centroids' products serve
+the first iteration.
 
 Z step (Eq. 16-19; the stray phi in A and B is garbled): with A = F^(t,t), B = G^(t,t),
 Z <- Z o sqrt((A+ + Z B-) / (A- + Z B+ + EPS)), the semi-NMF rule of Ding, Li & Jordan; it
@@ -239,6 +242,7 @@ class MKC(MultiTaskClusterer):
     """
 
     _smart = False
+    _kernel_route = "stacked"  # or "per_task": see _kernel_products
     _parameter_constraints = {
         **MultiTaskClusterer._parameter_constraints,
         "lambda_": [NON_NEGATIVE], "centroid_update": [StrOptions({"exact", "paper"})],
@@ -274,6 +278,14 @@ class MKC(MultiTaskClusterer):
                       lambda: union_kernel(matrices, self.kernel, self.kernel_width, self.width_mode,
                                            self.fold_duplicates))
 
+    def _kernel_products(self, kernel: UnionKernel, Z: list) -> list[np.ndarray]:
+        """K[:, t] Z^t for every task, the dominating products of an iteration (Eq. 14): one GEMM
+        over K (``_kernel_route = "stacked"``) or one per task (``"per_task"``, the route before
+        issue 32; equal to rounding, tests/test_hotspots.py)."""
+        if self._kernel_route == "stacked":
+            return kernel.times_all(Z)
+        return [kernel.times(t, Zt) for t, Zt in enumerate(Z)]
+
     def _initial_indicators(self, matrices, n_clusters, rng) -> list[np.ndarray]:
         """Z0: one-hot of k-means or random labels, + 0.2 (the paper gives no initialisation)."""
         if self.init == "kmeans":  # the k-means coordinates are seed-independent: kept in the cache
@@ -297,8 +309,9 @@ class MKC(MultiTaskClusterer):
         coef, kappa = self._weights(T)
         smart, sequential = self._smart, getattr(self, "candidates", "parallel") == "sequential"
         Z = self._initial_indicators(matrices, n_clusters, rng)
+        KZ = self._kernel_products(kernel, Z)  # also the first iteration's: Z is unchanged until then
         # initial centroids from Z without the task regularisation (Algorithm 2, initialisation)
-        F = [right_solve(kernel.times(t, Z[t]) / Z[t].shape[0], Z[t].T @ Z[t] / Z[t].shape[0]) for t in range(T)]
+        F = [right_solve(KZ[t] / Z[t].shape[0], Z[t].T @ Z[t] / Z[t].shape[0]) for t in range(T)]
         G = {}
         for s in range(T):
             D_s = Z[s].T @ Z[s] / Z[s].shape[0]
@@ -313,14 +326,15 @@ class MKC(MultiTaskClusterer):
         local_trace, branches, gaps = [list(local)], [], []
         trace = [float(np.mean(local)) if smart else eq10[0]]
         self.converged_ = False
-        for _ in range(self.max_iter):
+        for iteration in range(self.max_iter):
             kept, gap = [], []
+            if iteration:  # K[:, t] Z^t for every t at once: Z^t changes only in task t's own step below
+                KZ = self._kernel_products(kernel, Z)
             for t in range(T):
-                KZ = kernel.times(t, Z[t])  # the dominating product, shared by both candidates
-                chosen = candidate(t, Z[t], KZ, kernel, F, G, plans, coef, kappa)  # steps 4-6
+                chosen = candidate(t, Z[t], KZ[t], kernel, F, G, plans, coef, kappa)  # steps 4-6 (Eq. 14-15, 19)
                 if smart:
                     Z_start = chosen[3] if sequential else Z[t]
-                    KZ_start = kernel.times(t, Z_start) if sequential else KZ
+                    KZ_start = kernel.times(t, Z_start) if sequential else KZ[t]
                     single = candidate(t, Z_start, KZ_start, kernel, F, G, plans, 0.0, 0.0)  # steps 7-9
                     gap.append(chosen[4] - single[4])
                     kept.append(1.0 if chosen[4] <= single[4] else 0.0)  # steps 10-14, ties to multi-task

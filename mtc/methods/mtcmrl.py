@@ -50,7 +50,7 @@ from mtc.methods.base import AFFINITY, NON_NEGATIVE, POSITIVE, STOPPING, MultiTa
 from mtc.numerics.affinity import affinity_matrix, cosine_operator, squared_distances
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged
-from mtc.numerics.linalg import as_dense, gram_svd, squared_norm
+from mtc.numerics.linalg import as_dense, gram_svd, right_gram_svd, squared_norm
 from mtc.numerics.seeding import initial_indicator, kmeans_coordinates
 from mtc.numerics.simplex import G_SOLVERS, solve_simplex_rows
 from mtc.numerics.snmf import EPS
@@ -92,9 +92,15 @@ class RidgeFactor:
 
     V'B and V z are memory-bound (B has h_t columns), so the factor keeps whichever is
     cheaper to stream: V (d x r), or, for sparse X, X and U (n x r) with V'B = S^-1 U'(X B)
-    and V z = X'(U S^-1 z) when nnz(X) + n r < d r (20NG: n_t < d = 3000 at 2 % density)."""
+    and V z = X'(U S^-1 z) when nnz(X) + n r < d r (20NG: n_t < d = 3000 at 2 % density).
+    With more samples than features the SVD comes from the d x d Gram matrix X'X instead
+    (right_gram_svd: no n x n array), and V is kept."""
 
     def __init__(self, X):
+        if X.shape[0] > X.shape[1]:
+            self.V, self.s = right_gram_svd(X)
+            self.X = self.U = None
+            return
         U, self.s = gram_svd(X)
         through_X = sp.issparse(X) and X.nnz + U.size < X.shape[1] * self.s.size
         self.X, self.U = (sp.csr_matrix(X), U / self.s[None, :]) if through_X else (None, None)

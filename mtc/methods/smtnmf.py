@@ -11,6 +11,12 @@ by the two edge checks e). The optional self-loop check s of Eq. 3.11 removes th
 lambda_intra and the between-task blocks by lambda_inter. G is seed- and lambda-free: it is
 built once from the sparse product and kept in ``cache``. No normalisation is printed;
 ``normalize="sym"`` gives D^-1/2 W D^-1/2 (Eq. 2.4 of the related work) as an option.
+The iteration only multiplies by W, so W can also be applied without forming it
+(``route="implicit"``, BipartiteAffinity): W V = lambda_inter G V + (lambda_intra -
+lambda_inter) blockdiag(G) V - lambda_intra diag(g) V with G V = D (B'V) + B (D'V) and
+g = 2 D 1 the removed self-loops, O(nnz k) per product and no N x N array; ||W||_F^2 from
+d x d Gram matrices (BipartiteAffinity.squared_norm). Same iterates to rounding (tested);
+``route="auto"`` takes it from IMPLICIT_MIN_SAMPLES stacked rows on.
 
 Objective (Eq. 4.17-4.20). J = 1/2 ||W - VV'||^2 + alpha Tr(phi phi'), phi = H V K, H the
 T x N task indicator, K the 2 x T matrix whose columns are all (+1, -1). With the cluster
@@ -60,8 +66,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.errors import InputError
 from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, STOPPING, MultiTaskClusterer
+from mtc.numerics.affinity import IMPLICIT_MIN_SAMPLES, ROUTES
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged, summed_traces
+from mtc.numerics.linalg import squared_norm
 from mtc.numerics.snmf import EPS
 from mtc.numerics.stacking import row_counts, stack_rows
 from mtc.record import LabelledMatrix
@@ -73,10 +81,7 @@ UPDATES = ("paper", "damped_split", "quarter_split")
 def bipartite_affinity(D, self_loops: bool = False) -> np.ndarray:
     """G = D B' + B D' with B = 1[D != 0] (Eq. 3.10 in matrix form), dense N x N; the
     diagonal 2 sum_j D_ij (self-loops, Eq. 3.11) removed unless ``self_loops``."""
-    D = sp.csr_matrix(D, dtype=np.float64)
-    D.eliminate_zeros()
-    B = D.copy()
-    B.data[:] = 1.0
+    D, B = edge_weights(D)
     G = np.asarray((D @ B.T).toarray())
     G += G.T  # B D' = (D B')'
     if not self_loops:
@@ -106,9 +111,120 @@ def multitask_affinity(G: np.ndarray, bounds, lambda_intra: float, lambda_inter:
     return W
 
 
-def block_means(W: np.ndarray, bounds) -> np.ndarray:
-    """T x T mean affinity of every (task, task) block of W."""
+def edge_weights(D):
+    """(D, B): D as CSR without stored zeros and B = 1[D != 0] (Eq. 3.8)."""
+    D = sp.csr_matrix(D, dtype=np.float64)
+    D.eliminate_zeros()
+    B = D.copy()
+    B.data[:] = 1.0
+    return D, B
+
+
+class BipartiteAffinity:
+    """W of Eq. 3.16 (with ``normalize`` and ``self_loops`` as multitask_affinity and
+    bipartite_affinity) as products, never formed (module docstring): W V in O(nnz(D) k).
+
+    Parameters
+    ----------
+    D : sparse matrix of shape (N, d)
+        The stacked tasks' rows, D >= 0.
+    bounds : ndarray of shape (T + 1,)
+        Row offsets of the tasks (task_bounds).
+    lambda_intra, lambda_inter : float
+        Weights of the within- and between-task blocks (Eq. 3.16).
+    normalize : {"none", "sym"}, default="none"
+    self_loops : bool, default=False
+    """
+
+    def __init__(self, D, bounds, lambda_intra: float, lambda_inter: float, normalize: str = "none",
+                 self_loops: bool = False):
+        self.D, self.B = edge_weights(D)
+        self.bounds = np.asarray(bounds)
+        self.blocks = [(self.D[a:b], self.B[a:b]) for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+        self.lambda_intra, self.lambda_inter, self.self_loops = lambda_intra, lambda_inter, self_loops
+        self.loops = 2.0 * np.asarray(self.D.sum(axis=1)).ravel()  # g_i = G_ii (Eq. 3.11)
+        self.shape = (self.D.shape[0], self.D.shape[0])
+        self.scale = None
+        if normalize == "sym":
+            degree = self @ np.ones(self.shape[0])
+            self.scale = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=self.nonzero_rows())
+
+    def _unscaled(self, V: np.ndarray) -> np.ndarray:
+        """W V before the normalisation: lambda_inter G V + (lambda_intra - lambda_inter)
+        blockdiag(G) V, less lambda_intra g o V without self-loops (Eq. 3.10-3.16)."""
+        product = self.lambda_inter * (self.D @ (self.B.T @ V) + self.B @ (self.D.T @ V))
+        if self.lambda_intra != self.lambda_inter:
+            extra = self.lambda_intra - self.lambda_inter
+            product += extra * np.vstack([Dt @ (Bt.T @ Vt) + Bt @ (Dt.T @ Vt)
+                                          for (Dt, Bt), Vt in zip(self.blocks, np.split(V, self.bounds[1:-1]))])
+        if not self.self_loops:
+            product -= self.lambda_intra * self.loops[:, None] * V
+        return product
+
+    def __matmul__(self, V: np.ndarray) -> np.ndarray:
+        V2 = V.reshape(V.shape[0], -1)
+        if self.scale is not None:
+            V2 = self.scale[:, None] * V2
+        product = self._unscaled(V2)
+        if self.scale is not None:
+            product *= self.scale[:, None]
+        return product.reshape(V.shape)
+
+    def nonzero_rows(self) -> np.ndarray:
+        """Rows of W with a non-zero entry, from the counts of shared terms (exact integers)."""
+        terms = np.asarray(self.B.sum(axis=1)).ravel()
+        within = np.concatenate([np.asarray(Bt @ (Bt.T @ np.ones(Bt.shape[0]))).ravel() for _, Bt in self.blocks])
+        everywhere = np.asarray(self.B @ (self.B.T @ np.ones(self.shape[0]))).ravel()
+        rows = (within - terms > 0) | ((everywhere - within > 0) & (self.lambda_inter > 0))
+        return rows | ((terms > 0) & self.self_loops)
+
+    def lonely_rows(self) -> np.ndarray:
+        """Rows sharing no term with any other row (no edge of Eq. 3.10)."""
+        terms = np.asarray(self.B.sum(axis=1)).ravel()
+        return np.asarray(self.B @ (self.B.T @ np.ones(self.shape[0]))).ravel() - terms == 0
+
+    def squared_norm(self) -> float:
+        """||W||_F^2 = sum over blocks (p, q) of lambda_pq^2 sum_ij a_i a_j G_ij^2, a the squared
+        scale (1 unnormalised), with sum_ij a_i a_j (D_i.B_j + B_i.D_j)^2 = <D_p'AD_p, B_q'AB_q> +
+        <B_p'AB_p, D_q'AD_q> + 2 <D_p'AB_p, (D_q'AB_q)'> (d x d Gram matrices), less
+        sum_i a_i^2 g_i^2 within tasks without self-loops."""
+        a = np.ones(self.shape[0]) if self.scale is None else self.scale**2
+        grams = []
+        for (Dt, Bt), at in zip(self.blocks, np.split(a, self.bounds[1:-1])):
+            weighted = sp.diags(at) @ Dt, sp.diags(at) @ Bt
+            grams.append((Dt.T @ weighted[0], Bt.T @ weighted[1], Dt.T @ weighted[1]))
+
+        def inner(X, Y):
+            return float(X.multiply(Y).sum())
+
+        total = 0.0
+        for p, (DDp, BBp, DBp) in enumerate(grams):
+            for q, (DDq, BBq, DBq) in enumerate(grams):
+                weight = self.lambda_intra if p == q else self.lambda_inter
+                if weight:
+                    total += weight**2 * (inner(DDp, BBq) + inner(BBp, DDq) + 2.0 * inner(DBp, DBq.T))
+        if not self.self_loops:
+            total -= self.lambda_intra**2 * float(np.sum((a * self.loops) ** 2))
+        return total
+
+
+def nonzero_rows(W) -> np.ndarray:
+    """Rows of W (dense or BipartiteAffinity) with a non-zero entry."""
+    return (W != 0).any(axis=1) if isinstance(W, np.ndarray) else W.nonzero_rows()
+
+
+def mean_entry(W) -> float:
+    """mean(W) over its N^2 entries."""
+    return float(W.mean()) if isinstance(W, np.ndarray) else float(np.sum(W @ np.ones(W.shape[0]))) / W.shape[0] ** 2
+
+
+def block_means(W, bounds) -> np.ndarray:
+    """T x T mean affinity of every (task, task) block of W (dense or BipartiteAffinity)."""
     T = len(bounds) - 1
+    if not isinstance(W, np.ndarray):
+        sizes = np.diff(bounds)
+        H = np.repeat(np.eye(T), sizes, axis=0)  # N x T task indicator
+        return np.add.reduceat(W @ H, bounds[:-1], axis=0) / np.outer(sizes, sizes)
     return np.array([[W[bounds[s]:bounds[s + 1], bounds[u]:bounds[u + 1]].mean() for u in range(T)]
                      for s in range(T)])
 
@@ -191,8 +307,12 @@ class SMTNMF(MultiTaskClusterer):
         Tolerance of the stopping rule.
     max_iter : int, default=500
         Iterations at most.
+    route : {"auto", "dense", "implicit"}, default="auto"
+        dense: W formed (N x N); implicit: W applied as products of D and B, never formed
+        (BipartiteAffinity; the same iterates to rounding); auto: implicit from 5000 stacked
+        rows on.
     cache : Cache or None, default=None
-        Keeps G (seed- and lambda-free) for the next fit on the same data.
+        Keeps G (seed- and lambda-free) for the next fit on the same data (dense route).
     random_state : int, Generator or None, default=None
         Seed of the U[0, 1) initialisation of V.
 
@@ -234,13 +354,14 @@ class SMTNMF(MultiTaskClusterer):
         "update": [StrOptions(set(UPDATES))],
         "alpha": [StrOptions({"adaptive"}), Interval(Real, 0, None, closed="left")],
         "alpha_scale": [Interval(Real, 0, 1, closed="right")], "stopping": [STOPPING],
-        "tol": [NON_NEGATIVE], "max_iter": [AT_LEAST_ONE], "cache": [None, Cache],
+        "tol": [NON_NEGATIVE], "max_iter": [AT_LEAST_ONE], "route": [StrOptions(set(ROUTES))],
+        "cache": [None, Cache],
     }
     requires_nonnegative = True  # D >= 0 (edge weights, Eq. 3.7)
 
     def __init__(self, n_clusters=2, lambda_intra=1.0, lambda_inter=0.5, normalize="none", self_loops=False,
                  update="paper", alpha="adaptive", alpha_scale=1.0, stopping="relative", tol=1e-6, max_iter=500,
-                 cache=None, random_state=None):
+                 route="auto", cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.lambda_intra = lambda_intra
         self.lambda_inter = lambda_inter
@@ -252,15 +373,24 @@ class SMTNMF(MultiTaskClusterer):
         self.stopping = stopping
         self.tol = tol
         self.max_iter = max_iter
+        self.route = route
         self.cache = cache
         self.random_state = random_state
 
     # --- set-up ----------------------------------------------------------------------------
-    def _bipartite(self, matrices, sizes) -> np.ndarray:
-        """G (Eq. 3.10) from the cache; rejects instances sharing no term with any other."""
-        G = cached(self.cache, "smtnmf_bipartite_affinity", (fingerprint(*matrices), self.self_loops),
-                   lambda: bipartite_affinity(stack_rows(matrices), self.self_loops))
-        lonely = np.flatnonzero(np.count_nonzero(G, axis=1) == (np.diag(G) != 0))  # no off-diagonal edge
+    def _implicit(self, sizes) -> bool:
+        return self.route == "implicit" or (self.route == "auto" and sum(sizes) >= IMPLICIT_MIN_SAMPLES)
+
+    def _bipartite(self, matrices, sizes):
+        """G (Eq. 3.10): dense from the cache, or on the implicit route BipartiteAffinity at
+        lambda 1; rejects instances sharing no term with any other."""
+        if self._implicit(sizes):
+            G = BipartiteAffinity(stack_rows(matrices), task_bounds(sizes), 1.0, 1.0, "none", self.self_loops)
+            lonely = np.flatnonzero(G.lonely_rows())
+        else:
+            G = cached(self.cache, "smtnmf_bipartite_affinity", (fingerprint(*matrices), self.self_loops),
+                       lambda: bipartite_affinity(stack_rows(matrices), self.self_loops))
+            lonely = np.flatnonzero(np.count_nonzero(G, axis=1) == (np.diag(G) != 0))  # no off-diagonal edge
         if lonely.size:
             bounds = task_bounds(sizes)
             task = int(np.searchsorted(bounds, lonely[0], side="right") - 1)
@@ -281,8 +411,8 @@ class SMTNMF(MultiTaskClusterer):
         """Iterate from V on W (tasks of ``sizes`` stacked); alpha_mode "adaptive" or a
         number (already in W's units). Returns V and the traces."""
         bounds = task_bounds(sizes)
-        W_sq = float(np.sum(W * W))
-        active = (W != 0).any(axis=1)
+        W_sq = squared_norm(W)
+        active = nonzero_rows(W)
         rows = None if active.all() else active
         WV = W @ V
         labels = np.argmax(V, axis=1)
@@ -308,7 +438,7 @@ class SMTNMF(MultiTaskClusterer):
             V = smtnmf_step(V, WV, S, sizes, alpha, self.update)  # Eq. 4.26 or a split rule
             if rows is not None:
                 np.maximum(V, 0.0, out=V)  # rows outside the bound (zero rows of W) only
-            WV = W @ V  # the O(N^2 k) product, once per iteration
+            WV = W @ V  # the O(N^2 k) product (O(nnz k) implicit), once per iteration
             new_labels = np.argmax(V, axis=1)
             traces["changes"].append(int(np.count_nonzero(new_labels != labels)))
             labels = new_labels
@@ -317,15 +447,19 @@ class SMTNMF(MultiTaskClusterer):
     def _alpha_mode(self, W, sizes):
         if self.alpha == "adaptive":
             return "adaptive"
-        return float(self.alpha) * float(W.mean()) * W.shape[0] / float(np.mean(sizes))  # units of mean(W) N / n_t
+        return float(self.alpha) * mean_entry(W) * W.shape[0] / float(np.mean(sizes))  # units of mean(W) N / n_t
 
     # --- fit -------------------------------------------------------------------------------
     def _fit(self, matrices, n_clusters, rng):
         self._check_fit_input(n_clusters)
         sizes = row_counts(matrices)
         k = n_clusters[0]
-        W = multitask_affinity(self._bipartite(matrices, sizes), task_bounds(sizes), self.lambda_intra,
-                               self.lambda_inter, self.normalize)
+        G = self._bipartite(matrices, sizes)
+        if isinstance(G, BipartiteAffinity):  # W of Eq. 3.16 as products
+            W = BipartiteAffinity(G.D, G.bounds, self.lambda_intra, self.lambda_inter, self.normalize,
+                                  self.self_loops)
+        else:
+            W = multitask_affinity(G, task_bounds(sizes), self.lambda_intra, self.lambda_inter, self.normalize)
         V0 = rng.random((W.shape[0], k))  # Algorithm 1 step 4
         V, traces, converged, isolated = self._run(W, V0, sizes, self._alpha_mode(W, sizes))
         self._store(V, traces, converged, isolated, W, sizes)
@@ -369,7 +503,7 @@ class SMTNMFNoBalance(SMTNMF):
 
     Parameters
     ----------
-    n_clusters, normalize, self_loops, update, stopping, tol, max_iter, cache, random_state
+    n_clusters, normalize, self_loops, update, stopping, tol, max_iter, route, cache, random_state
         As SMTNMF (alpha = 0, so update="paper" is the damped SNMF rule; lambda_intra only
         scales W and lambda_inter plays no part).
 
@@ -399,10 +533,16 @@ class SMTNMFNoBalance(SMTNMF):
     """
 
     def __init__(self, n_clusters=2, normalize="none", self_loops=False, update="paper", stopping="relative",
-                 tol=1e-6, max_iter=500, cache=None, random_state=None):
+                 tol=1e-6, max_iter=500, route="auto", cache=None, random_state=None):
         super().__init__(n_clusters=n_clusters, lambda_intra=1.0, lambda_inter=1.0, normalize=normalize,
                          self_loops=self_loops, update=update, alpha=0.0, alpha_scale=1.0, stopping=stopping,
-                         tol=tol, max_iter=max_iter, cache=cache, random_state=random_state)
+                         tol=tol, max_iter=max_iter, route=route, cache=cache, random_state=random_state)
+
+    def _task_affinity(self, W, a, b):
+        """W_t: task [a, b)'s own block of G, normalised as asked."""
+        if isinstance(W, BipartiteAffinity):
+            return BipartiteAffinity(W.D[a:b], np.array([0, b - a]), 1.0, 1.0, self.normalize, self.self_loops)
+        return multitask_affinity(W[a:b, a:b], np.array([0, b - a]), 1.0, 1.0, self.normalize)
 
     def _fit(self, matrices, n_clusters, rng):
         self._check_fit_input(n_clusters)
@@ -411,8 +551,7 @@ class SMTNMFNoBalance(SMTNMF):
         W = self._bipartite(matrices, sizes)  # G: its diagonal blocks are the tasks' own affinities
         parts = []
         for a, b in zip(bounds[:-1], bounds[1:]):
-            W_t = multitask_affinity(W[a:b, a:b], np.array([0, b - a]), 1.0, 1.0, self.normalize)
-            parts.append(self._run(W_t, rng.random((b - a, n_clusters[0])), [b - a], 0.0))
+            parts.append(self._run(self._task_affinity(W, a, b), rng.random((b - a, n_clusters[0])), [b - a], 0.0))
         V = np.vstack([part[0] for part in parts])
         traces = {name: summed_traces([part[1][name] for part in parts]) for name in parts[0][1]}
         traces["changes"] = summed_traces([np.append(part[1]["changes"], 0) for part in parts])[:len(traces["alpha"])]

@@ -46,7 +46,10 @@ iteration): C W = sum_k X_k'(Omega_k Y_k), W'CW = sum_k Y_k'Omega_k Y_k, WW'CW =
 WW'D = W(W'D), all O(nnz l + d l^2). For non-negative X (checked once per fit), C+ = C and
 C- = 0 exactly. Signed X: C+ and C- are formed once per fit (once per round of SPMTC, as
 they depend on the weights), never per iteration. The eigen step uses S only when d <= N
-(otherwise the N x N Gram matrix). Objective and per-example losses are in trace form.
+(otherwise the N x N Gram matrix). What it needs of Omega^1/2 X alone (the null(X) basis of
+the degenerate case, Z'Z) is formed once per weights, not per iteration (issue 32: All ASI on
+a 20 Newsgroups pair ran 1000 eigendecompositions of a 2000 x 2000 S, 0.8 s each, for the
+same degenerate subspace). Objective and per-example losses are in trace form.
 
 The objective is recorded as LSSMTC.m does: after the W step, with the M of the start of
 the sweep (funcVal, one value per iteration). Stopping (``stopping``) as MALSAR's tFlag:
@@ -184,6 +187,8 @@ class LSSMTC(MultiTaskClusterer):
         "eps": [NON_NEGATIVE],
     }
 
+    _eigen_route = "cached"  # "literal": the eigen W step formed afresh every iteration (see _eigen_w)
+
     def __init__(self, n_clusters=2, n_components=2, lambda_=0.75, w_update="malsar", w_init="identity",
                  max_iter=1000, tol=1e-4, stopping="relative", eps=1e-9, random_state=None):
         self.n_clusters = n_clusters
@@ -223,6 +228,7 @@ class LSSMTC(MultiTaskClusterer):
     def _set_weights(self, omega):
         """Omega_k = diag(omega_k); signed input: C+/- of the weighted C, once per weights."""
         self._omega = [np.asarray(o, float) for o in omega]
+        self._eigen_fixed = None  # what the eigen W step needs of Omega^1/2 X alone, formed on first use
         if not self._nonnegative:
             C = sum(X.T @ sp.diags(o) @ X for X, o in zip(self._X, self._omega))
             C = as_dense(C)
@@ -287,29 +293,70 @@ class LSSMTC(MultiTaskClusterer):
 
     def _eigen_w(self):
         """[SP] Eq. 25: the l eigenvectors of S = Z'(I - Pi)Z, Z = Omega^1/2 X, of the smallest
-        eigenvalues; S only when d <= N, else the N x N Gram matrix of Z and a basis of null(Z)
-        (one of the minimisers when d - rank(Z) >= l: W'X = 0, the degenerate case)."""
-        l = self.n_components
+        eigenvalues. S >= 0 vanishes on null(Z): when d - rank(Z) >= l a basis of null(Z) is
+        a minimiser (W'X = 0, the degenerate case), and it depends on Z alone, so it is formed
+        once per weights (``_eigen_fixed``), as is Z'Z; only S's P-dependent low-rank part and
+        its eigh are per iteration. ``_eigen_route = "literal"`` forms everything every
+        iteration (the route before issue 32, kept for tests/test_hotspots.py)."""
+        if self._eigen_route == "literal":
+            return self._eigen_w_literal()
+        if self._eigen_fixed is None:
+            self._eigen_fixed = self._eigen_invariants()
+        Z, ZtZ, null_w = self._eigen_fixed
+        if null_w is not None:
+            return null_w
+        return self._smallest_eigenvectors(Z, ZtZ)
+
+    def _weighted_rows(self):
+        """(Z = Omega^1/2 X stacked, U = Omega^1/2 P stacked)."""
         Z = stack_rows([sp.diags(np.sqrt(o)) @ X for X, o in zip(self._X, self._omega)]).tocsr()
         U = stack_rows([np.sqrt(o)[:, None] * P for P, o in zip(self.P_, self._omega)])
-        H = U.T @ U
+        return Z, U
+
+    def _eigen_invariants(self):
+        """(Z, Z'Z or None, the null(Z) basis or None) for the current weights. d > N: the null
+        basis from the N x N Gram matrix (as the literal route); d <= N: Z'Z, and the null basis
+        from its eigendecomposition when d - rank(Z) >= l (the literal route's eigh of S then
+        returns an arbitrary basis of null(Z) plus rounding noise: another minimiser)."""
+        Z, _ = self._weighted_rows()
         N, d = Z.shape
-        if d > N:  # S >= 0 vanishes on null(Z), of dimension d - rank(Z) >= d - N: the minimum 0
-            values, vectors = scipy.linalg.eigh(as_dense(Z @ Z.T))
-            keep = values > 1e-10 * max(values.max(), 1e-300)
-            if d - int(keep.sum()) >= l:
-                V = np.asarray(Z.T @ vectors[:, keep]) / np.sqrt(values[keep])[None, :]  # row space of Z, d x r
-                residual = 1.0 - np.sum(V * V, axis=1)
-                chosen = np.sort(np.argsort(-residual, kind="stable")[:l])
-                B = -V @ V[chosen].T  # e_j - V V' e_j for the l coordinates farthest from the row space
-                B[chosen, np.arange(l)] += 1.0
-                Q, R = np.linalg.qr(B)
-                if np.min(np.abs(np.diag(R))) > 1e-6:
-                    return Q * np.sign(np.diag(R))[None, :]
+        if d > N:
+            null_w = self._null_basis_from_gram(Z)
+            return Z, None, null_w
+        ZtZ = as_dense(Z.T @ Z)
+        values, vectors = scipy.linalg.eigh(ZtZ)
+        keep = values > 1e-10 * max(values.max(), 1e-300)
+        null_w = _null_basis(vectors[:, keep], self.n_components) if d - int(keep.sum()) >= self.n_components else None
+        return Z, ZtZ, null_w
+
+    def _null_basis_from_gram(self, Z):
+        """A basis of null(Z) from the N x N Gram matrix of Z (d > N), or None when
+        d - rank(Z) < l."""
+        l, d = self.n_components, Z.shape[1]
+        values, vectors = scipy.linalg.eigh(as_dense(Z @ Z.T))
+        keep = values > 1e-10 * max(values.max(), 1e-300)
+        if d - int(keep.sum()) < l:
+            return None
+        V = np.asarray(Z.T @ vectors[:, keep]) / np.sqrt(values[keep])[None, :]  # row space of Z, d x r
+        return _null_basis(V, l)
+
+    def _smallest_eigenvectors(self, Z, ZtZ):
+        """Eq. 25 proper: S = Z'Z - Z'U (U'U)^-1 U'Z, its l eigenvectors of the smallest eigenvalues."""
+        _, U = self._weighted_rows()
         ZtU = np.asarray(Z.T @ U)
-        S = as_dense(Z.T @ Z) - ZtU @ _solve_gram(H, ZtU.T, self._fallbacks)
-        _, vectors = scipy.linalg.eigh((S + S.T) / 2.0, subset_by_index=[0, l - 1])
+        S = (as_dense(Z.T @ Z) if ZtZ is None else ZtZ) - ZtU @ _solve_gram(U.T @ U, ZtU.T, self._fallbacks)
+        _, vectors = scipy.linalg.eigh((S + S.T) / 2.0, subset_by_index=[0, self.n_components - 1])
         return vectors
+
+    def _eigen_w_literal(self):
+        """The eigen step with every part formed afresh (before issue 32); same bits as the
+        cached route except in the degenerate d <= N case (see _eigen_invariants)."""
+        Z, _ = self._weighted_rows()
+        if Z.shape[1] > Z.shape[0]:
+            null_w = self._null_basis_from_gram(Z)
+            if null_w is not None:
+                return null_w
+        return self._smallest_eigenvectors(Z, None)
 
     def _losses(self):
         """Per-example L_i (Eq. 8-9) in trace form, at the state of the last sweep."""
@@ -342,7 +389,7 @@ class LSSMTC(MultiTaskClusterer):
             self.record_.traces[name] = trace
         self.record_.scalars["nonnegative_input"] = float(self._nonnegative)
         self.record_.scalars["lstsq_fallbacks"] = float(len(self._fallbacks))
-        for name in ("_X", "_Y", "_XMk", "_row_sq", "_C_parts", "_traces"):
+        for name in ("_X", "_Y", "_XMk", "_row_sq", "_C_parts", "_eigen_fixed", "_traces"):
             self.__dict__.pop(name, None)
 
     def _fit(self, matrices, n_clusters, rng):
@@ -624,6 +671,20 @@ class PooledASI(PooledClusterer, ASI):
     n_clusters, n_components, w_update, w_init, max_iter, tol, stopping, eps, random_state
         As ASI.
 """ + POOLED_ATTRIBUTES.replace("        Empty.", "        Scalar ``w_projection`` (one, pooled).")
+
+
+def _null_basis(V: np.ndarray, l: int) -> np.ndarray | None:
+    """An orthonormal basis of l directions orthogonal to the orthonormal columns of V (d x r):
+    e_j - V V' e_j for the l coordinates farthest from span(V), orthonormalised; None when
+    they are (numerically) dependent."""
+    residual = 1.0 - np.sum(V * V, axis=1)
+    chosen = np.sort(np.argsort(-residual, kind="stable")[:l])
+    B = -V @ V[chosen].T  # e_j - V V' e_j for the l coordinates farthest from the row space
+    B[chosen, np.arange(l)] += 1.0
+    Q, R = np.linalg.qr(B)
+    if np.min(np.abs(np.diag(R))) > 1e-6:
+        return Q * np.sign(np.diag(R))[None, :]
+    return None
 
 
 def _spearman(losses: np.ndarray, lengths: np.ndarray) -> float:

@@ -64,46 +64,126 @@ class CosineProduct:
         return MY if self.correction is None else MY + self.correction @ Y
 
     def squared_norm(self) -> float:
-        """||M||_F^2."""
+        """||M||_F^2; without a correction ||N N'||_F^2 = ||N'N||_F^2, from the smaller of the
+        two Gram matrices (d x d for n > d: no n x n array)."""
         if self._squared_norm is None:
-            M = as_dense(self.N @ self.N.T)
-            if self.correction is not None:
-                M = np.maximum(M, 0.0)
-            self._squared_norm = float(np.sum(M * M))
+            n, d = self.N.shape
+            gram = self.N.T @ self.N if d < n else self.N @ self.N.T
+            self._squared_norm = float(gram.multiply(gram).sum()) if sp.issparse(gram) else float(np.sum(gram * gram))
         return self._squared_norm
+
+    def diagonal(self) -> np.ndarray:
+        """M_ii = ||n_i||^2 (1, or 0 for an empty row; R has a zero diagonal)."""
+        return row_norms_sq(self.N)
+
+    def max(self) -> float:
+        """max(M): the largest diagonal entry (no cosine exceeds the norms, Cauchy-Schwarz)."""
+        return float(self.diagonal().max())
 
 
 MAX_NEGATIVE_SHARE = 0.02  # above it, R Y (a sparse product) costs about as much as the dense M Y
 
 
+BLOCK_BYTES = 2**26  # 64 MiB: the rows of N N' computed at once where its negatives are sought
+
+
+def clipped_part(N, max_share: float | None = None):
+    """(R, ||max(N N', 0)||_F^2) with R = max(-N N', 0) sparse, from blocks of BLOCK_BYTES of
+    rows of N N' (never all n^2 entries at once); None when R would hold more than ``max_share``
+    of the n^2 entries (checked as the blocks come)."""
+    n = N.shape[0]
+    rows = max(1, BLOCK_BYTES // (8 * n))
+    parts, total, kept = [], 0.0, 0
+    for start in range(0, n, rows):  # n / rows blocks, each vectorised
+        C = as_dense(N[start:start + rows] @ N.T)
+        parts.append(sp.csr_matrix(np.maximum(-C, 0.0)))
+        kept += parts[-1].nnz
+        if max_share is not None and kept > max_share * n * n:
+            return None
+        np.maximum(C, 0.0, out=C)
+        total += float(np.sum(C * C))
+    R = sp.vstack(parts, format="csr")
+    return (R if R.nnz else None), total
+
+
+def is_non_negative(X) -> bool:
+    values = X.data if sp.issparse(X) else X
+    return values.size == 0 or values.min() >= 0
+
+
+def cosine_product(X) -> CosineProduct:
+    """The clipped cosine affinity of X as products, whatever its rows (the implicit route):
+    no correction for non-negative rows, else R from clipped_part."""
+    if is_non_negative(X):
+        return CosineProduct(X)
+    operator = CosineProduct(X)
+    operator.correction, operator._squared_norm = clipped_part(operator.N)
+    return operator
+
+
 def cosine_operator(X):
     """What multiplies by the clipped cosine affinity of X (equal products to rounding):
-    - non-negative sparse rows with fewer than n^2 / 2 non-zeros: CosineProduct (M = N N');
+    - non-negative rows, sparse with fewer than n^2 / 2 non-zeros or dense of width d <= n / 4:
+      CosineProduct (M = N N', no cosine is negative);
     - rows of width d <= n / 4 whose cosines are at most MAX_NEGATIVE_SHARE negative:
       CosineProduct with the sparse clipped part R (4 n d + nnz(R) instead of 2 n^2 flops
-      per column of Y);
+      per column of Y), R sought in row blocks of N N';
     - otherwise cosine_affinity(X), dense."""
     n, d = X.shape
-    if sp.issparse(X) and (X.nnz == 0 or X.data.min() >= 0) and 2 * X.nnz < n**2:
+    narrow = 4 * d <= n
+    if is_non_negative(X) and (2 * X.nnz < n**2 if sp.issparse(X) else narrow):
         return CosineProduct(X)
-    if 4 * d > n:
+    if not narrow:
         return cosine_affinity(X)
-    M = cosine_similarity(X, dense_output=True)
-    negative = M < 0.0
-    n_negative = int(np.count_nonzero(negative))
-    if n_negative > MAX_NEGATIVE_SHARE * n * n:
-        np.maximum(M, 0.0, out=M)
-        return M
-    correction = sp.csr_matrix(np.where(negative, -M, 0.0)) if n_negative else None
-    np.maximum(M, 0.0, out=M)
-    return CosineProduct(X, correction, float(np.sum(M * M)))
+    operator = CosineProduct(X)
+    parts = clipped_part(operator.N, MAX_NEGATIVE_SHARE)
+    if parts is None:
+        return cosine_affinity(X)
+    operator.correction, operator._squared_norm = parts
+    return operator
+
+
+ROUTES = ("auto", "dense", "implicit")
+IMPLICIT_MIN_SAMPLES = 5000  # auto: a dense affinity of 5000 rows is 200 MB, of 30,000 rows 7.2 GB
+
+
+def uses_implicit(X, kind: str, route: str) -> bool:
+    """Whether ``route`` (one of ROUTES) multiplies by the affinity without forming it: "auto"
+    for the cosine affinity of sparse rows, at least IMPLICIT_MIN_SAMPLES of them."""
+    if route == "auto":
+        return kind == "cosine" and sp.issparse(X) and X.shape[0] >= IMPLICIT_MIN_SAMPLES
+    return route == "implicit"
+
+
+def affinity_operator(X, kind: str, width: float = 1.0, route: str = "auto"):
+    """The ``kind`` affinity of X's rows: the dense matrix, or on the implicit route (see
+    uses_implicit) an exact product form of it, CosineProduct (cosine only: a Gaussian kernel
+    has no exact low-rank form)."""
+    if not uses_implicit(X, kind, route):
+        return affinity_matrix(X, kind, width)
+    if kind != "cosine":
+        raise ValueError(f"the {kind} affinity has no exact implicit route; only cosine has")
+    return cosine_operator(X) if route == "auto" else cosine_product(X)
+
+
+def route_affinity(X, kind: str, width: float, route: str, n_neighbors: int = 10):
+    """M on one of ROUTES or the approximate "knn" route (knn_affinity)."""
+    if route == "knn":
+        return knn_affinity(X, kind, width, n_neighbors)
+    return affinity_operator(X, kind, width, route)
+
+
+def route_problem(kind: str, route: str) -> str | None:
+    """One line naming the fix when ``route`` cannot give the ``kind`` affinity exactly."""
+    if route == "implicit" and kind != "cosine":
+        return (f"route='implicit' is exact only for the cosine affinity, not {kind!r}: use route='dense' or the "
+                "approximate route='knn'")
+    return None
 
 
 def median_positive(D2: np.ndarray) -> float:
     """Median of the non-zero off-diagonal squared distances (bandwidth heuristic)."""
-    positive = D2[np.triu_indices_from(D2, k=1)]
-    positive = positive[positive > 0]
-    return float(np.median(positive)) if positive.size else 1.0
+    return median_positive_values(D2[np.triu_indices_from(D2, k=1)])
 
 
 def gaussian_sigma2(width: float, mode: str, median_d2) -> float:
@@ -124,6 +204,36 @@ def gaussian_affinity(X, width: float = 1.0, mode: str = "relative") -> np.ndarr
     D2 = euclidean_distances(as_dense(X), squared=True)
     sigma2 = gaussian_sigma2(width, mode, lambda: median_positive(D2))
     return np.exp(-D2 / (2.0 * sigma2))
+
+
+def knn_affinity(X, kind: str, width: float = 1.0, n_neighbors: int = 10):
+    """**Not any paper's affinity**, an approximation for large n: the ``kind`` affinity kept
+    only between each row and its ``n_neighbors`` nearest rows (itself included, cosine or
+    Euclidean distance, brute force in sklearn's memory-bounded chunks), symmetrised by the
+    larger of M_ij and M_ji; sparse, O(n n_neighbors). The Gaussian width is relative to the
+    median of the squared distances to the neighbours found (the dense route's median is over
+    all pairs)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    n = X.shape[0]
+    m = min(n_neighbors + 1, n)
+    if kind not in AFFINITIES:
+        raise ValueError(f"unknown affinity {kind!r}; choose one of {AFFINITIES}")
+    metric = "cosine" if kind == "cosine" else "euclidean"
+    distances, neighbours = NearestNeighbors(n_neighbors=m, metric=metric, algorithm="brute").fit(X).kneighbors(X)
+    if kind == "cosine":
+        values = np.maximum(1.0 - distances, 0.0)
+    else:
+        d2 = distances**2
+        values = np.exp(-d2 / (2.0 * gaussian_sigma2(width, "relative", lambda: median_positive_values(d2[:, 1:]))))
+    M = sp.csr_matrix((values.ravel(), neighbours.ravel(), np.arange(0, n * m + 1, m)), shape=(n, n))
+    return M.maximum(M.T).tocsr()
+
+
+def median_positive_values(values: np.ndarray) -> float:
+    """Median of the positive entries (1 when there is none)."""
+    positive = values[values > 0]
+    return float(np.median(positive)) if positive.size else 1.0
 
 
 def affinity_matrix(X, kind: str, width: float = 1.0) -> np.ndarray:

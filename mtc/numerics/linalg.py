@@ -28,6 +28,14 @@ def gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
     return U[:, keep], np.sqrt(s2[keep])
 
 
+def right_gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
+    """(V, s) of the thin SVD X = U S V' computed from the d x d Gram matrix X'X = V S^2 V'
+    (cheap when n > d: no n x n array), keeping s^2 > 1e-12 s_max^2. U = X V / s."""
+    s2, V = scipy.linalg.eigh(as_dense(X.T @ X))
+    keep = s2 > 1e-12 * max(s2.max(), 1e-300)
+    return V[:, keep], np.sqrt(s2[keep])
+
+
 def row_space_coordinates(X) -> np.ndarray:
     """n x r coordinates U S of the rows of X in an orthonormal basis of their span: every
     pairwise distance and inner product is kept, so k-means on them is k-means on X, but

@@ -112,7 +112,9 @@ def iterate(M, Y, MY, M_sq: float, advance, stopping: str, tol: float, max_iter:
 
 def snmf(M, Y, *, update="sqrt", stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.ndarray, SingleFit]:
     """Run SNMF from Y; returns (Y, fit) with fit.labels = argmax of each row of Y. M may be
-    sparse (MTCFIR's l-neighbour similarities): every M Y is then O(nnz k) instead of O(n^2 k)."""
+    sparse (MTCFIR's l-neighbour similarities) or a product form with ``squared_norm()`` and
+    ``max()`` (mtc.numerics.affinity.CosineProduct): every M Y is then O(nnz k) instead of
+    O(n^2 k), and no n x n array is formed."""
     if update == "hals":
         return snmf_hals(M, Y, stopping=stopping, tol=tol, max_iter=max_iter)
     M_sq = squared_norm(M)

@@ -1,0 +1,152 @@
+"""Issue 32, item 4: every faster route against the route it replaced (kept reachable), on
+small data: the same iterates, objective traces and labels (bit for bit where the fast route
+only stops recomputing what cannot change, to 1e-10 where it reorders a sum)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mtc.data.synthetic import make_synthetic
+from mtc.methods.mkc import MKC, SMKC
+from mtc.methods.spmtc import ASI, LSSMTC, PooledASI, SPMTCh
+from mtc.numerics.kernels import union_kernel
+
+
+# --- MKC / S-MKC: K[:, t] Z^t of every task in one GEMM (Eq. 14) -----------------------
+@pytest.fixture(scope="module")
+def three_tasks_with_shared_samples():
+    """Three tasks, the second and third sharing samples with the first (folded kernel rows,
+    spans that overlap, a task that is not a direct range)."""
+    data = make_synthetic(n_tasks=3, n_clusters=3, n_shared=2, samples_per_cluster=12, separation=0.8, seed=6)
+    X = data.matrices
+    return [X[0], np.vstack([X[1], X[0][5:15]]), np.vstack([X[0][20:], X[2]])]
+
+
+def test_one_gemm_over_the_kernel_equals_the_per_task_products(three_tasks_with_shared_samples):
+    tasks = three_tasks_with_shared_samples
+    rng = np.random.default_rng(0)
+    Z = [rng.random((X.shape[0], c)) for X, c in zip(tasks, (3, 2, 4))]
+    for fold in (True, False):
+        kernel = union_kernel(tasks, fold=fold)
+        assert fold == (kernel.direct != (True, True, True))
+        for t, product in enumerate(kernel.times_all(Z)):
+            np.testing.assert_allclose(product, kernel.times(t, Z[t]), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("cls, params", [(MKC, {}), (SMKC, {}), (SMKC, {"candidates": "sequential"})])
+def test_stacked_kernel_products_give_the_per_task_iterates(three_tasks_with_shared_samples, cls, params,
+                                                            monkeypatch):
+    tasks = three_tasks_with_shared_samples
+    fits = {}
+    for route in ("per_task", "stacked"):
+        monkeypatch.setattr(MKC, "_kernel_route", route)
+        fits[route] = cls(n_clusters=3, lambda_=0.7, max_iter=40, tol=0.0, random_state=2, **params).fit(tasks)
+    old, new = fits["per_task"], fits["stacked"]
+    assert old.n_iter_ == new.n_iter_ == 40
+    np.testing.assert_allclose(new.objective_trace_, old.objective_trace_, rtol=1e-10)
+    np.testing.assert_allclose(new.local_loss_trace_, old.local_loss_trace_, rtol=1e-10)
+    for a, b in zip(new.Z_, old.Z_):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    for a, b in zip(new.labels_, old.labels_):
+        np.testing.assert_array_equal(a, b)
+    for key, block in old.G_.items():
+        np.testing.assert_allclose(new.G_[key], block, rtol=1e-10, atol=1e-12)
+    if cls is SMKC:
+        np.testing.assert_array_equal(new.branch_trace_, old.branch_trace_)
+
+
+# --- LSSMTC / ASI / SPMTC: the eigen W step's per-weights invariants (Eq. 23-25) ----------
+@pytest.fixture(scope="module")
+def sparse_tasks():
+    rng = np.random.default_rng(0)
+    return [sp.random(n, 30, density=0.3, random_state=rng, format="csr") * 5 for n in (25, 30)]
+
+
+def fitted_both_ways(monkeypatch, make):
+    fits = {}
+    for route in ("literal", "cached"):
+        monkeypatch.setattr(LSSMTC, "_eigen_route", route)
+        fits[route] = make()
+    return fits["literal"], fits["cached"]
+
+
+def assert_identical(a, b):
+    np.testing.assert_array_equal(a.objective_trace_, b.objective_trace_)
+    for la, lb in zip(a.labels_, b.labels_):
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_cached_eigen_step_is_bit_identical_where_the_null_space_comes_from_the_gram_matrix(sparse_tasks,
+                                                                                            monkeypatch):
+    # ASI per task: task 1 has d = 30 > 25 rows (degenerate, W a basis of null(X)); task 2 has
+    # 30 rows (d > N fails, full rank: Eq. 25 proper every iteration)
+    literal, cached = fitted_both_ways(monkeypatch, lambda: ASI(n_clusters=3, n_components=3, w_update="eigen",
+                                                                max_iter=15, stopping="none",
+                                                                random_state=1).fit(sparse_tasks))
+    assert_identical(literal, cached)
+    np.testing.assert_array_equal(literal.record_.scalars["w_projection"], cached.record_.scalars["w_projection"])
+    assert cached.record_.scalars["w_projection"][0] < 1e-8 < 1e-2 < cached.record_.scalars["w_projection"][1]
+
+
+@pytest.mark.parametrize("lambda_", [0.0, 0.6])
+def test_cached_eigen_step_is_bit_identical_with_full_rank_pooled_rows(sparse_tasks, monkeypatch, lambda_):
+    # 55 pooled rows, d = 30, full rank: Z'Z formed once, S's low-rank part per iteration
+    literal, cached = fitted_both_ways(monkeypatch, lambda: LSSMTC(
+        n_clusters=3, n_components=4, lambda_=lambda_, w_update="eigen", w_init="eigen", max_iter=15,
+        stopping="none", random_state=3).fit(sparse_tasks))
+    assert_identical(literal, cached)
+    np.testing.assert_array_equal(literal.W_, cached.W_)
+
+
+def test_cached_eigen_step_follows_the_self_paced_weights(sparse_tasks, monkeypatch):
+    # the weights change every round: the invariants are formed again for each
+    literal, cached = fitted_both_ways(monkeypatch, lambda: SPMTCh(
+        n_clusters=3, n_components=3, lambda_=0.5, w_update="eigen", warm_start_iter=3, round_max_iter=4,
+        random_state=0).fit(sparse_tasks))
+    assert_identical(literal, cached)
+    np.testing.assert_array_equal(literal.lambda2_, cached.lambda2_)
+
+
+def test_degenerate_step_with_more_rows_than_features_returns_a_basis_of_the_null_space(monkeypatch):
+    # rank 10 < d = 30 <= N = 60: both routes return a W with X W = 0 up to rounding, the
+    # literal one an arbitrary basis of null(X) plus eigh's rounding noise (which then drives
+    # the P iterates: no other route can give its iterates), the cached one the null basis
+    # the d > N branch builds, formed once per fit
+    rng = np.random.default_rng(1)
+    X = sp.csr_matrix(np.abs(rng.standard_normal((60, 10))) @ np.abs(rng.standard_normal((10, 30))))
+    literal, cached = fitted_both_ways(monkeypatch, lambda: PooledASI(n_clusters=3, n_components=4,
+                                                                      w_update="eigen", max_iter=20,
+                                                                      random_state=0).fit([X[:30], X[30:]]))
+    for fit in (literal, cached):
+        assert fit.record_.scalars["w_projection"] < 1e-8
+
+
+# --- MBC: H'X by one bincount over the stored entries (Eq. 3) -----------------------------
+def test_cluster_sums_are_the_sparse_product_to_the_bit():
+    from mtc.methods.mbc import cluster_sums
+
+    rng = np.random.default_rng(0)
+    X = sp.random(500, 300, density=0.05, random_state=rng, format="csr") * 3.7
+    labels = rng.integers(6, size=500)
+    labels[labels == 4] = 5  # an empty cluster
+    H = sp.csr_matrix((np.ones(500), (np.arange(500), labels)), shape=(500, 6))
+    np.testing.assert_array_equal(cluster_sums(X, labels, 6), (H.T @ X).toarray())
+    np.testing.assert_array_equal(cluster_sums(X.toarray(), labels, 6), H.T @ X.toarray())
+
+
+def test_mbc_iterates_are_unchanged_by_the_bincount_sums(monkeypatch):
+    import mtc.methods.mbc as mbc
+
+    data = make_synthetic(n_tasks=3, n_clusters=3, n_shared=2, samples_per_cluster=15, separation=0.8, seed=2)
+    tasks = [sp.csr_matrix(np.abs(X)) for X in data.matrices]
+    fast = mbc.MBC(n_clusters=3, smart=True, max_iter=20, tol=0.0, random_state=1).fit(tasks)
+
+    def product_sums(X, labels, k):
+        H = sp.csr_matrix((np.ones(X.shape[0]), (np.arange(X.shape[0]), labels)), shape=(X.shape[0], k))
+        return (H.T @ X).toarray()
+
+    monkeypatch.setattr(mbc, "cluster_sums", product_sums)
+    literal = mbc.MBC(n_clusters=3, smart=True, max_iter=20, tol=0.0, random_state=1).fit(tasks)
+    np.testing.assert_array_equal(fast.objective_trace_, literal.objective_trace_)
+    for a, b in zip(fast.centroids_, literal.centroids_):
+        np.testing.assert_array_equal(a, b)
