@@ -1,8 +1,9 @@
-"""k-means per task (scikit-learn's Lloyd with k-means++ seeding)."""
+"""k-means per task (scikit-learn's Lloyd with k-means++ seeding, or random rows)."""
 
 from __future__ import annotations
 
 from sklearn.cluster import KMeans as SklearnKMeans
+from sklearn.utils._param_validation import StrOptions
 
 from mtc.methods.base import (AT_LEAST_ONE, NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer,
                               PooledClusterer)
@@ -18,7 +19,11 @@ class KMeansClusterer(PerTaskClusterer):
     n_clusters : int or list of int, default=2
         Clusters per task (one count for all tasks, or one per task).
     n_init : int, default=10
-        k-means++ restarts; the lowest inertia wins.
+        Restarts; the lowest inertia wins.
+    init : {"k-means++", "random"}, default="k-means++"
+        How each restart picks its first centres: k-means++ seeding, or ``k`` random rows
+        (MATLAB's ``kmeans`` before R2014a, ``'Start','sample'``; a reading of the papers'
+        baseline, conf/experiment/kmeans_random_start.yaml).
     max_iter : int, default=300
         Lloyd iterations per restart.
     tol : float, default=1e-4
@@ -44,19 +49,21 @@ class KMeansClusterer(PerTaskClusterer):
 
     _parameter_constraints = {
         **MultiTaskClusterer._parameter_constraints,
-        "n_init": [AT_LEAST_ONE], "max_iter": [AT_LEAST_ONE], "tol": [NON_NEGATIVE],
+        "n_init": [AT_LEAST_ONE], "init": [StrOptions({"k-means++", "random"})], "max_iter": [AT_LEAST_ONE],
+        "tol": [NON_NEGATIVE],
     }
 
-    def __init__(self, n_clusters=2, n_init=10, max_iter=300, tol=1e-4, random_state=None):
+    def __init__(self, n_clusters=2, n_init=10, init="k-means++", max_iter=300, tol=1e-4, random_state=None):
         self.n_clusters = n_clusters
         self.n_init = n_init
+        self.init = init
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
 
     def _fit_one(self, X, k, rng) -> SingleFit:
         km = SklearnKMeans(
-            n_clusters=k, n_init=self.n_init, max_iter=self.max_iter, tol=self.tol,
+            n_clusters=k, n_init=self.n_init, init=self.init, max_iter=self.max_iter, tol=self.tol,
             random_state=seed_from(rng),
         ).fit(X)
         return SingleFit(km.labels_, [km.inertia_], km.n_iter_, km.n_iter_ < self.max_iter)
@@ -67,6 +74,6 @@ class PooledKMeans(PooledClusterer, KMeansClusterer):
 
     Parameters
     ----------
-    n_clusters, n_init, max_iter, tol, random_state
+    n_clusters, n_init, init, max_iter, tol, random_state
         As KMeansClusterer; the pooled problem has max_t n_clusters[t] clusters.
 """ + POOLED_ATTRIBUTES
