@@ -3,7 +3,9 @@ checks, and the rule that only bad input is one line with exit 2."""
 
 from __future__ import annotations
 
+import difflib
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -12,7 +14,12 @@ from sklearn.utils._param_validation import InvalidParameterError
 from mtc import CONF_DIR
 from mtc.errors import InputError
 
-CONFIG_GROUPS = ("method", "data")
+CONFIG_GROUPS = ("method", "data", "experiment")  # chosen on the command line: method=X, data=X, +experiment=X
+HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes in <run dir>/.hydra
+# Set by launch(): Hydra's run folder as composed then, whether it existed, and the folders on
+# the way to it that did not: a refused command removes what Hydra then created
+# (discard_hydra_record), so it leaves nothing behind.
+_launched: dict = {}
 
 
 def search_path(argv: list[str]) -> list[Path]:
@@ -32,26 +39,152 @@ def available(group: str, argv: list[str] | None = None) -> list[str]:
 
 
 def check_group_overrides(argv: list[str]) -> None:
-    """Reject `method=X` / `data=X` for an X with no <group>/X.yaml on the search path, in one line."""
+    """Reject `method=X` / `data=X` / `+experiment=X` for an X with no <group>/X.yaml on the search path, in one line."""
     for arg in argv:
-        group, sep, choice = arg.partition("=")
+        group, sep, choice = arg.lstrip("+").partition("=")
         if sep and group in CONFIG_GROUPS and choice not in available(group, argv):
             raise InputError(f"unknown {group} {choice!r}; available: {', '.join(available(group, argv))}")
 
 
 def compose_config(overrides: list[str] = ()):
     """The composed config, as ``hydra.main`` would give it (HydraConfig set, so the chosen
-    config-group options are known), for tests, benchmarks and other Python callers."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
+    config-group options are known), for tests, benchmarks and other Python callers. An
+    override Hydra cannot apply is an InputError naming what to write instead."""
     from omegaconf import open_dict
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
+    cfg = composed_with_hydra(list(overrides))
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg
+
+
+def composed_with_hydra(overrides: list[str]):
+    """The composed config with its ``hydra`` node (HydraConfig set); Hydra's errors as one
+    InputError line."""
+    from hydra.errors import HydraException
+
+    try:
+        return hydra_compose(overrides)
+    except HydraException as error:
+        raise InputError(composition_error(overrides, error)) from None
+
+
+def hydra_compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+def composition_error(overrides: list[str], error: Exception) -> str:
+    """One line for an override Hydra refused: the override it cannot read, or, for a key the
+    config does not have (Hydra's "Key ... is not in struct"), what to write instead."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for text in overrides:
+        try:
+            parsed.append(parser.parse_override(text))
+        except HydraException as bad:
+            return (f"cannot read the override {text!r} ({first_line(bad)}); write key=value, e.g. sweep.repeats=3, "
+                    "and quote a value with spaces or brackets")
+    culprit = missing_key(parsed, error)
+    if culprit is None:
+        return " ".join(line.strip() for line in str(error).splitlines() if line.strip() and "hydra.cc" not in line)
+    rest = [o for o in parsed if o is not culprit]
+    while True:  # the config without the culprit, nor any other override of a missing key
+        try:
+            base = hydra_compose([o.input_line for o in rest])
+            break
+        except HydraException as other:
+            also = missing_key(rest, other)
+            if also is None:
+                return f"unknown setting {culprit.key_or_group!r}"
+            rest.remove(also)
+    return unknown_key_message(culprit.key_or_group, culprit.input_line.partition("=")[2], base)  # the value as typed
+
+
+def missing_key(parsed: list, error: Exception):
+    """The override of a key the config does not have that ``error`` is about, if it is one."""
+    missing = re.match(r"Could not override '([\w.]+)'", str(error))
+    return next((o for o in parsed if missing and o.key_or_group == missing.group(1)), None)
+
+
+def first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def unknown_key_message(key: str, value: str, cfg) -> str:
+    """What to write instead of ``key=value`` for a key ``cfg`` does not have."""
+    parts = key.split(".")
+    if len(parts) == 3 and parts[0] == "method" and parts[1] in ("params", "grid"):
+        return method_key_message(parts[1], parts[2], value, cfg)
+    if len(parts) == 3 and parts[:2] == ["data", "params"]:
+        return data_key_message(parts[2], value, cfg)
+    node, depth = cfg, 0
+    while depth < len(parts) - 1 and parts[depth] in node and hasattr(node[parts[depth]], "keys"):
+        node, depth = node[parts[depth]], depth + 1
+    where = ".".join(parts[:depth])
+    keys = sorted(str(k) for k in node.keys() if k != "hydra")
+    near = difflib.get_close_matches(parts[depth], keys, n=1)
+    hint = f"did you mean {where + '.' if where else ''}{near[0]}={value}? " if near else ""
+    return f"unknown setting {key!r}: {hint}{where or 'the top level'} takes: {', '.join(keys)}"
+
+
+def method_key_message(section: str, name: str, value: str, cfg) -> str:
+    """``method.params.x=v`` / ``method.grid.x=v`` for an x the method's YAML does not list."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.utils import get_class
+
+    from mtc.config import RESERVED_PARAMS
+
+    method = HydraConfig.get().runtime.choices["method"]
+    try:
+        names = get_class(cfg.method._target_)._get_param_names()
+    except Exception:  # a _target_ that does not import: mtc.config.method_spec says so
+        return f"method {method!r}: {section} {name!r} is not in conf/method/{method}.yaml"
+    if name in RESERVED_PARAMS:
+        return (f"method {method!r}: {name} is set by the platform, never by a config (n_clusters from the data, "
+                "random_state from the seed, cache by the worker)")
+    allowed = sorted(set(names) - set(RESERVED_PARAMS))
+    grid, params = cfg.method.get("grid") or {}, cfg.method.get("params") or {}
+    listed = value if value.startswith("[") else f"[{value}]"
+    if name in allowed and section == "params" and name in grid:
+        return (f"method {method!r} sweeps {name} in its grid ({list(grid[name])}): to fix it at {value} write "
+                f"method.grid.{name}={listed}")
+    if name in allowed and section == "params":
+        return (f"method {method!r}: {name} is not among the params conf/method/{method}.yaml sets; write "
+                f"++method.params.{name}={value} (++ adds a key)")
+    if name in allowed:
+        return (f"method {method!r}: {name} is not in its grid; write ++method.grid.{name}={listed} (++ adds a key; "
+                "a grid takes a list)")
+    near = difflib.get_close_matches(name, allowed, n=1)
+    if near:
+        written = value if section == "params" else listed
+        plus = "" if near[0] in (params if section == "params" else grid) else "++"
+        hint = f"did you mean {plus}method.{section}.{near[0]}={written}? "
+    else:
+        hint = ""
+    return f"method {method!r} has no parameter {name!r}: {hint}its parameters: {', '.join(allowed)}"
+
+
+def data_key_message(name: str, value: str, cfg) -> str:
+    """``data.params.x=v`` for an x the data config does not list."""
+    from mtc.data import builder_parameters
+
+    data = cfg.data.name
+    allowed = sorted(builder_parameters(cfg.data.get("builder") or data))
+    if name in allowed:
+        return (f"dataset {data!r}: {name} is not among the params its data config sets; write "
+                f"++data.params.{name}={value} (++ adds a key)")
+    near = difflib.get_close_matches(name, allowed, n=1)
+    hint = f"did you mean data.params.{near[0]}={value}? " if near else ""
+    return f"dataset {data!r} has no parameter {name!r}: {hint}it takes: {', '.join(allowed)}"
 
 
 def configured_dataset(name: str, *overrides: str, seed: int = 0):
@@ -71,9 +204,37 @@ def exit_on_bad_input(task):
         try:
             return task(*args, **kwargs)
         except (InputError, InvalidParameterError) as error:
+            discard_hydra_record()
             fail(error)
 
     return wrapper
+
+
+def discard_hydra_record() -> None:
+    """Remove what Hydra wrote before a refused command's task ran (its run folder, with
+    .hydra/ and an empty job log, and the folders launch() saw missing), so bad input leaves
+    nothing behind. Removes only those files and folders that are then empty, and nothing when
+    the command was not started by launch()."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not _launched or not HydraConfig.initialized():
+        return
+    run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
+    if run_dir.parent != _launched["run_dir"].parent:
+        return
+    for name in HYDRA_FILES:
+        (run_dir / ".hydra" / name).unlink(missing_ok=True)
+    log = run_dir / f"{HydraConfig.get().job.name}.log"
+    if log.is_file() and log.stat().st_size == 0:
+        log.unlink()
+    kept = {_launched["run_dir"]} if _launched["existed"] else set()
+    for folder in (run_dir / ".hydra", run_dir, *_launched["fresh"]):
+        if folder in kept:
+            break
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or not there): kept
+            break
 
 
 def output_dir(argv: list[str]) -> Path:
@@ -89,13 +250,19 @@ def output_dir(argv: list[str]) -> Path:
 
 
 def launch(hydra_main) -> None:
-    """Check the config-group choices and that the output folder takes files (Hydra writes
-    there before any of our code runs), then hand over to Hydra."""
+    """Check the config-group choices, that the output folder takes files (Hydra writes there
+    before any of our code runs) and that Hydra can apply every override (one line naming what
+    to write instead, not Hydra's own seven), then hand over to Hydra."""
     from mtc.store.preflight import check_writable
 
+    argv = sys.argv[1:]
     try:
-        check_group_overrides(sys.argv[1:])
-        check_writable(output_dir(sys.argv[1:]))
+        check_group_overrides(argv)
+        check_writable(output_dir(argv))
+        if not any(arg.startswith("-") for arg in argv):  # Hydra's own flags (--help, --cfg, -m) go to Hydra
+            run_dir = Path(str(composed_with_hydra(argv).hydra.run.dir)).resolve()
+            _launched.update(run_dir=run_dir, existed=run_dir.exists(),
+                             fresh=[folder for folder in run_dir.parents if not folder.exists()])
     except InputError as error:
         fail(error)
     hydra_main()

@@ -9,18 +9,22 @@ value is an InputError (the command line prints one line and exits 2).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
+import sys
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
-from sklearn.base import clone
+from omegaconf.errors import InterpolationResolutionError
 from sklearn.utils._param_validation import InvalidParameterError
 
 from mtc import CONF_DIR
@@ -30,6 +34,14 @@ from mtc.methods.base import MultiTaskClusterer
 
 # Set by the platform from the dataset, the trial's seed and the worker, never by a method config.
 RESERVED_PARAMS = ("n_clusters", "random_state", "cache")
+# Trials (grid points x repeats) of one sweep. Each is an MLflow child run: about 35 KB in the
+# store and 25 ms of tracking (docs/results/README.md, tracking_cost.py), so the limit is some
+# 3.5 GB and 40 minutes of tracking alone; the driver also holds every trial in memory.
+MAX_TRIALS = 100_000
+# Ray's own floor for ray.object_store_memory (ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES);
+# ray.init raises a ValueError below it.
+MIN_OBJECT_STORE_MEMORY = 75 * 1024 * 1024
+SECTIONS = ("sweep", "ray", "mlflow")  # the config.yaml blocks whose keys are all known
 
 
 def plain(node) -> dict:
@@ -57,6 +69,11 @@ class MethodSpec:
     params: dict
     grid: dict[str, list]
 
+    @property
+    def n_points(self) -> int:
+        """How many grid points the grid has, without listing them."""
+        return math.prod(len(values) for values in self.grid.values())
+
     def grid_points(self) -> list[dict]:
         """Every combination of the grid values."""
         keys = sorted(self.grid)
@@ -77,13 +94,24 @@ class MethodSpec:
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise InputError(f"method {self.name!r}: grid values for {key!r} must be a non-empty list, got {values!r}")
-        prototype = self.prototype()
-        for point in [{}, *self.grid_points()]:
-            try:
-                clone(prototype).set_params(**point)._validate_params()
-            except InvalidParameterError as error:
-                where = f"grid point {point_label(point)}" if point else "parameters"
-                raise InputError(f"method {self.name!r}, {where}: {error}") from None
+        if self.n_points > MAX_TRIALS:
+            raise InputError(f"method {self.name!r}: the grid has {self.n_points} points, over the {MAX_TRIALS} trials a "
+                             f"sweep may have ({trial_limit_reason()}); split it into several sweeps (sweep.name=...)")
+        self.check_point({})
+        # A constraint bounds one parameter, so every value is checked once (a sum of the grid's
+        # lengths, not their product); a bad one is reported in the first grid point that has it.
+        first = {key: values[0] for key, values in self.grid.items()}
+        for key in sorted(self.grid, reverse=True):
+            for value in self.grid[key]:
+                self.check_point({**first, key: value}, {key: value})
+
+    def check_point(self, point: dict, changed: dict | None = None) -> None:
+        """The parameters with ``changed`` (of grid point ``point``) set pass the solver's constraints."""
+        try:
+            self.prototype().set_params(**(point if changed is None else changed))._validate_params()
+        except InvalidParameterError as error:
+            where = f"grid point {point_label(point)}" if point else "parameters"
+            raise InputError(f"method {self.name!r}, {where}: {error}") from None
 
 
 def method_configs(folder: Path | None = None) -> dict[str, type[MultiTaskClusterer]]:
@@ -113,9 +141,40 @@ def method_spec(cfg: DictConfig) -> MethodSpec:
         raise InputError(f"method {name!r}: cannot import _target_ {target!r} ({error})") from None
     if not (isinstance(solver, type) and issubclass(solver, MultiTaskClusterer)):
         raise InputError(f"method {name!r}: _target_ {target!r} is not a MultiTaskClusterer")
-    spec = MethodSpec(name, solver, plain(cfg.method.get("params")), plain(cfg.method.get("grid")))
+    grid = plain(cfg.method.get("grid"))
+    grid, repeated = distinct_grid(grid)
+    spec = MethodSpec(name, solver, plain(cfg.method.get("params")), grid)
     spec.check()
+    if repeated:
+        print(f"note: method {name!r}: repeated grid values dropped ({'; '.join(repeated)}); "
+              f"{spec.n_points} grid point(s) remain", file=sys.stderr)
     return spec
+
+
+def distinct_grid(grid: dict) -> tuple[dict, list[str]]:
+    """The grid with each key's repeated values dropped (the first kept, order kept; 1 and 1.0
+    are one value), and what was dropped ("alpha: 1.0 2 times")."""
+    distinct, repeated = {}, []
+    for key, values in grid.items():
+        if not isinstance(values, list):
+            distinct[key] = values
+            continue
+        seen = {}
+        for value in values:
+            seen.setdefault(value_key(value), value)
+        distinct[key] = list(seen.values())
+        counts = Counter(map(value_key, values))
+        repeated += [f"{key}: {seen[k]!r} {n} times" for k, n in counts.items() if n > 1]
+    return distinct, repeated
+
+
+def value_key(value):
+    """What makes two grid values the same: equal values (1 == 1.0), but True is not 1."""
+    return (type(value) is bool, json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value)
+
+
+def trial_limit_reason() -> str:
+    return "each trial is an MLflow run of about 35 KB and 25 ms of tracking, 3.5 GB and 40 min at the limit"
 
 
 @dataclass(frozen=True)
@@ -291,7 +350,10 @@ def tracking_settings(cfg: DictConfig, base: str) -> TrackingSettings:
         root = None
     elif root and "://" not in root:
         root = str((Path(base) / root).resolve())
-    return TrackingSettings(uri, cfg.mlflow.experiment, root or None, bool(cfg.mlflow.readable_trial_files))
+    experiment = cfg.mlflow.experiment
+    if not isinstance(experiment, str) or not experiment.strip():
+        raise InputError(f"mlflow.experiment must be a non-empty name, got {experiment!r}")
+    return TrackingSettings(uri, experiment, root or None, bool(cfg.mlflow.readable_trial_files))
 
 
 def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepSettings:
@@ -299,11 +361,14 @@ def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepS
     if setting != "auto":
         positive_int(setting, "sweep.seeds_per_trial (or 'auto')")
     repeats = positive_int(cfg.sweep.repeats, "sweep.repeats")
+    if repeats > MAX_TRIALS:
+        raise InputError(f"sweep.repeats={repeats} is over the {MAX_TRIALS} trials a sweep may have "
+                         f"({trial_limit_reason()}); use fewer repeats")
     label = cfg.sweep.get("label") or method
     if not isinstance(label, str) or not re.fullmatch(r"[\w.]+", label):
         raise InputError(f"sweep.label must be letters, digits, '_' or '.', got {label!r}")
     return SweepSettings(
-        name=cfg.sweep.name or f"{label}-{data}", label=label, repeats=repeats,
+        name=sweep_name(cfg.sweep.name, f"{label}-{data}"), label=label, repeats=repeats,
         cpus_per_trial=positive_int(cfg.sweep.cpus_per_trial, "sweep.cpus_per_trial"),
         max_concurrent_trials=positive_int(cfg.sweep.max_concurrent_trials, "sweep.max_concurrent_trials", True),
         seeds_per_trial=setting, resume=bool(cfg.sweep.resume), max_failures=non_negative_int(cfg.sweep.max_failures,
@@ -312,16 +377,91 @@ def sweep_settings(cfg: DictConfig, method: str, data: str, base: str) -> SweepS
         output_dir=(Path(base) / cfg.output_dir).resolve())
 
 
+def sweep_name(name, default: str) -> str:
+    """``sweep.name`` (else ``default``) as one folder inside output_dir: a single path
+    component, so that no name writes elsewhere (``..``, ``../../x``, ``/tmp/x``)."""
+    name = default if name is None else name
+    if not isinstance(name, str) or not re.fullmatch(r"\w[\w.+=-]*", name):
+        raise InputError(f"sweep.name must be one folder name (letters, digits and '_', then also '.', '-', '+' "
+                         f"or '='; no '/', not '..'), got {name!r}")
+    return name
+
+
 def ray_settings(cfg: DictConfig) -> RaySettings:
-    return RaySettings(str(cfg.ray.address), positive_int(cfg.ray.num_cpus, "ray.num_cpus", True),
-                       positive_int(cfg.ray.object_store_memory, "ray.object_store_memory"))
+    memory = positive_int(cfg.ray.object_store_memory, "ray.object_store_memory")
+    if memory < MIN_OBJECT_STORE_MEMORY:
+        raise InputError(f"ray.object_store_memory={memory} is below Ray's minimum of {MIN_OBJECT_STORE_MEMORY} "
+                         "bytes (75 MiB); the default is 500000000")
+    return RaySettings(str(cfg.ray.address), positive_int(cfg.ray.num_cpus, "ray.num_cpus", True), memory)
+
+
+def available_cpus() -> int:
+    """The CPUs a local Ray gives a sweep, counted as Ray counts them
+    (ray._private.utils.get_num_cpus): the machine's, capped by a cgroup v2 CPU quota (a
+    container's limit)."""
+    cpus = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+def check_local_cpus(sweep: SweepSettings, ray: RaySettings) -> None:
+    """A trial's CPUs fit the local Ray (a cluster's CPUs are known only once joined)."""
+    if not ray.local:
+        return
+    cpus = ray.num_cpus or available_cpus()
+    if sweep.cpus_per_trial > cpus:
+        where = f"ray.num_cpus={ray.num_cpus}" if ray.num_cpus else f"this machine has {cpus} CPU(s)"
+        raise InputError(f"sweep.cpus_per_trial={sweep.cpus_per_trial} but {where}: no trial could start; "
+                         f"set sweep.cpus_per_trial={cpus} or less")
+
+
+def known_keys() -> dict[str, set[str]]:
+    """The settings conf/config.yaml declares: its top-level keys (with the method and data
+    groups) under "", and the keys of each of its sweep, ray and mlflow blocks."""
+    declared = OmegaConf.load(CONF_DIR / "config.yaml")
+    known = {"": set(declared) - {"defaults", "hydra"} | {"method", "data"}}
+    known.update({section: set(declared[section]) for section in SECTIONS})
+    return known
+
+
+def check_known_keys(cfg: DictConfig) -> None:
+    """No setting outside what conf/config.yaml declares (``+sweep.repeatz=2`` would be ignored
+    silently otherwise); the nearest known key is named."""
+    known = known_keys()
+    for section, keys in known.items():
+        node = cfg if not section else cfg.get(section)
+        if not isinstance(node, DictConfig):
+            continue
+        for key in node:
+            if key not in keys:
+                path = f"{section}.{key}" if section else key
+                near = difflib.get_close_matches(str(key), sorted(keys), n=1)
+                value = OmegaConf.to_container(node, resolve=False)[key]
+                hint = f"did you mean {section + '.' if section else ''}{near[0]}={value}? " if near else ""
+                raise InputError(f"unknown setting {path!r}: {hint}"
+                                 f"{section or 'the top level'} takes: {', '.join(sorted(keys))}")
 
 
 def settings(cfg: DictConfig) -> Settings:
     """Read and check the whole config; paths are made absolute against the launch directory."""
     base = os.getcwd()
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as error:
+        raise InputError(f"cannot resolve the config: {str(error).splitlines()[0]}") from None
+    check_known_keys(cfg)
     method = method_spec(cfg)
     data = data_spec(cfg.data)
     seed = non_negative_int(cfg.get("seed", 0), "seed")
-    return Settings(method, data, sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg),
-                    tracking_settings(cfg, base), seed, OmegaConf.to_container(cfg, resolve=True))
+    sweep, ray = sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg)
+    if method.n_points * sweep.repeats > MAX_TRIALS:
+        raise InputError(f"{method.n_points} grid points x {sweep.repeats} repeats = {method.n_points * sweep.repeats} "
+                         f"trials, over the {MAX_TRIALS} a sweep may have ({trial_limit_reason()}); split the grid "
+                         "into several sweeps or use fewer repeats")
+    check_local_cpus(sweep, ray)
+    return Settings(method, data, sweep, ray, tracking_settings(cfg, base), seed, resolved)

@@ -21,8 +21,9 @@ One driver runs it: every sweep is planned (config checked, data loaded) before 
 starts; the sweeps whose trials all finished are not touched; the others share one Ray
 session (local, or ``ray.address=`` a cluster) and one Ray Tune run, so trials of different
 sweeps keep every worker busy; each sweep is then reported as ``python -m mtc.sweep`` would,
-and ``python -m mtc.results.compare`` writes each compare folder. An interrupted study (Ctrl-C,
-SIGTERM) closes its runs KILLED and the same command resumes it; a finished study run again
+and ``python -m mtc.results.compare`` writes each compare folder. A stopped study (Ctrl-C,
+SIGTERM, SIGHUP) stops Ray, closes its runs KILLED and exits 128 + the signal's number; the
+same command resumes it; a finished study run again
 starts no Ray and regenerates nothing (``--compare`` regenerates the folders anyway).
 Overrides after the study name (``mlflow.tracking_uri=...``, ``ray.address=...``,
 ``output_dir=...``, ``sweep.max_concurrent_trials=...``) apply to every sweep.
@@ -34,7 +35,7 @@ import argparse
 import contextlib
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -44,7 +45,7 @@ from mtc.cli import compose_config, fail
 from mtc.config import settings
 from mtc.errors import InputError
 from mtc.store import preflight, tracking
-from mtc.sweep import locks
+from mtc.store import locks
 
 STUDY_DIR = CONF_DIR / "study"
 SWEEP_KEYS = {"methods", "data", "experiment", "sizes", "label", "overrides"}
@@ -191,27 +192,38 @@ def run_study(study: Study, plans: list, force_compare: bool = False, compare_ro
     """Run the study's unfinished sweeps in one Ray session and one Tuner, report each, then
     regenerate its compare folders when a sweep ran (or ``force_compare``). Returns what
     happened: ``ran`` and ``finished`` sweep names, ``ray_started``, ``compared`` folders,
-    ``seconds``."""
+    ``seconds``. A stop signal closes every open sweep's runs KILLED (SweepInterrupted); a
+    sweep with trials that have no result is FAILED and, after the compares (which note it),
+    raised as SweepIncomplete."""
+    from mtc.sweep.stopping import stop_signals
+
+    with stop_signals():
+        return drive_study(study, plans, force_compare, compare_root)
+
+
+def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Path) -> dict:
     from mtc.sweep.driver import (
-        SweepInterrupted,
         TunerOutcome,
-        abandon,
         complete,
+        finish_sweep,
+        leave,
         open_sweep,
         ray_session,
         reopen_finished,
         run_on_ray,
         store_has_experiment,
     )
+    from mtc.sweep.stopping import SweepIncomplete
 
     start = time.perf_counter()
     first = plans[0].run
     worker_env = preflight.process_env()
-    preflight.check_ray(first.ray.address)
+    first = replace(first, ray=replace(first.ray, address=preflight.check_ray(first.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(first.tracking.uri)
     for plan in plans:
         plan.output_dir.mkdir(parents=True, exist_ok=True)
     outcome = {"ran": [], "finished": [], "ray_started": False, "compared": []}
+    incomplete = []
     with study_locks(plans, first.tracking.uri):
         todo, client, experiment_id = [], None, None
         if store_has_experiment(first.tracking):
@@ -232,26 +244,35 @@ def run_study(study: Study, plans: list, force_compare: bool = False, compare_ro
                 outcome["ray_started"] = True
                 client, experiment_id = tracking.open_store(first.tracking.uri, first.tracking.experiment,
                                                             first.tracking.artifact_root)
-                opened = [open_sweep(plan, client, experiment_id) for plan in todo]
-                try:
-                    tuner = run_on_ray(opened, cpus, f"study {study.name}",
-                                       first.sweep.output_dir / "studies" / study.name / "ray_results", first)
-                except BaseException as error:  # Ctrl-C, SIGTERM (Ray's handler raises SystemExit), an error
-                    where = "; ".join(f"{o.plan.name}: {abandon(o, error, len(o.plan.trials))}" for o in opened)
-                    if isinstance(error, KeyboardInterrupt):
-                        raise SweepInterrupted(f"interrupted: {where}; run the same command again to resume") from None
-                    raise
-                for sweep in opened:
-                    result = complete(sweep, tuner, True)
-                    best = result.best.get("acc") or result.best.get("objective")
-                    print(f"{sweep.plan.name}: {len(sweep.plan.trials)} trials, best `{best.point}` "
-                          + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else ""))
-                    outcome["ran"].append(sweep.plan.name)
+                # drivers on other machines see the sweeps as taken (a server or database store)
+                with locks.server_lease(client, experiment_id, {plan.key: plan.name for plan in todo},
+                                        first.tracking.uri):
+                    opened = [open_sweep(plan, client, experiment_id) for plan in todo]
+                    try:
+                        tuner = run_on_ray(opened, cpus, f"study {study.name}",
+                                           first.sweep.output_dir / "studies" / study.name / "ray_results", first)
+                    except BaseException as error:  # a stop signal or an error: Ray stopped, every sweep's runs closed
+                        raise leave(opened, error) from None
+                    for i, sweep in enumerate(opened):
+                        try:
+                            result = finish_sweep(sweep, tuner, True)
+                        except SweepIncomplete as error:  # its parent is FAILED; the other sweeps are still reported
+                            incomplete.append(str(error))
+                            outcome["ran"].append(sweep.plan.name)
+                            continue
+                        except BaseException as error:
+                            raise leave(opened[i:], error) from None
+                        best = result.best.get("acc") or result.best.get("objective")
+                        print(f"{sweep.plan.name}: {len(sweep.plan.trials)} trials, best `{best.point}` "
+                              + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else ""))
+                        outcome["ran"].append(sweep.plan.name)
     if outcome["ran"] or force_compare:
         outcome["compared"] = run_compares(study, first, compare_root)
     elif study.compares:
         print("no sweep ran: the compare folders are as the last run left them (--compare regenerates them)")
     outcome["seconds"] = time.perf_counter() - start
+    if incomplete:
+        raise SweepIncomplete("; ".join(incomplete))
     return outcome
 
 
@@ -302,24 +323,26 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the command: bad input is one line and exit 2; an interrupted study exits 130."""
-    from mtc.sweep.driver import SweepInterrupted
+    """Run the command: bad input is one line and exit 2; a stopped study exits 128 + the
+    signal's number (130 for Ctrl-C); an incomplete sweep or a full disk is one line, exit 1
+    (mtc.sweep.stopping.command_exits)."""
+    from mtc.sweep.driver import quiet_store_errors
+    from mtc.sweep.stopping import command_exits
 
     sys.stdout.reconfigure(line_buffering=True)
+    quiet_store_errors()
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        study = load_study(args.study)
-        plans = plan_study(study, overrides, args.only)
-        if args.dry_run:
-            dry_run(study, plans, args.only)
-            return
-        outcome = run_study(Study(study.name, study.sweeps, () if args.only else study.compares), plans,
-                            args.compare, args.compare_root)
+        with command_exits():
+            study = load_study(args.study)
+            plans = plan_study(study, overrides, args.only)
+            if args.dry_run:
+                dry_run(study, plans, args.only)
+                return
+            outcome = run_study(Study(study.name, study.sweeps, () if args.only else study.compares), plans,
+                                args.compare, args.compare_root)
     except InputError as error:
         fail(error)
-    except SweepInterrupted as interrupted:
-        print(interrupted, file=sys.stderr)
-        sys.exit(130)
     print(f"study {study.name}: {len(outcome['ran'])} sweeps run, {len(outcome['finished'])} already finished, "
           f"{len(outcome['compared'])} compare folders written, {outcome['seconds']:.1f} s"
           + ("" if outcome["ray_started"] else " (no Ray started)"))

@@ -30,6 +30,22 @@ def test_run_logs_one_mlflow_run(tmp_path):
     assert experiment.artifact_location == (tmp_path / "mlartifacts").as_uri()
 
 
+def test_run_refuses_a_sqlite_store_a_sweep_is_writing_to_in_one_line(tmp_path):
+    """mtc.run takes the SQLite store's lock as a sweep does: a store a live sweep writes to is
+    refused before the fit, in one line naming the holder (here this test process)."""
+    from mtc.store import locks
+
+    db = tmp_path / "mlflow.db"
+    with locks.store_lock(f"sqlite:///{db}"):
+        done = run_cli("mtc.run", "method=kmeans", "data=synthetic", f"mlflow.tracking_uri=sqlite:///{db}",
+                       f"output_dir={tmp_path}", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"error: another sweep (driver pid {os.getpid()}) is writing to the SQLite store "
+                                   f"{db}; SQLite takes one sweep at a time: wait for it, or run concurrent sweeps "
+                                   "against a tracking server (python -m mtc.stack start; docs/cluster.md)")
+    assert not db.exists()
+
+
 def plugin_env():
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
@@ -70,75 +86,6 @@ def child_runs(db):
         return client, [], []
     runs = client.search_runs([experiment.experiment_id])
     return client, [r for r in runs if tracking.PARENT_TAG in r.data.tags], [r for r in runs if tracking.PARENT_TAG not in r.data.tags]
-
-
-def test_ctrl_c_ends_the_sweep_without_a_report_and_the_same_command_resumes(tmp_path):
-    import signal
-    import time
-
-    db, out = tmp_path / "mlflow.db", tmp_path / "out"
-    # 12 trials of 2 s one at a time: the first finishes over 20 s before the last; the poll below
-    # reads the store with sqlite3 (an MLflow client per poll took longer than that on a busy host)
-    args = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "++method.grid.shift=[0.0,1.0,2.0]",
-            "++method.params.delay=2.0", "sweep.repeats=4", "sweep.seeds_per_trial=1", "ray.num_cpus=1",
-            "sweep.verbose=0", f"mlflow.tracking_uri=sqlite:///{db}", f"output_dir={out}",
-            "data.params.n_tasks=2", "data.params.samples_per_cluster=10"]
-    # A terminal's foreground job takes Ctrl-C; a shell's background job (CI started with `&`, nohup)
-    # inherits SIGINT ignored, and so would this driver: give it the default disposition.
-    driver = subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    for line in driver.stdout:  # the store and every run exist once the driver says so (no race on creation)
-        if "MLflow parent run" in line:
-            break
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not finished_children(db):  # interrupt once some trials finished
-        time.sleep(0.5)
-    os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole process group
-    _, stderr = driver.communicate(timeout=240)
-    assert driver.returncode == 130, stderr
-    assert "run the same command again to resume" in stderr.splitlines()[-1]
-    client, children, (parent,) = child_runs(db)
-    assert parent.info.status == "KILLED"
-    statuses = [r.info.status for r in children]
-    assert "RUNNING" not in statuses and 0 < statuses.count("FINISHED") < 12
-    assert not (out / "toy-synthetic" / "report.md").exists()
-    kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
-
-    done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
-    assert done.returncode == 0, done.stderr
-    _, children, parents = child_runs(db)
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    finished = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
-    assert len(finished) == 12 and all(finished[key] == run_id for key, run_id in kept.items())
-    assert (out / "toy-synthetic" / "report.md").exists()
-
-
-def test_a_terminated_sweep_closes_its_runs_and_the_same_command_resumes(tmp_path):
-    import signal
-    import time
-
-    db = tmp_path / "mlflow.db"
-    args = toy_sweep(tmp_path, db, "++method.params.delay=2.0", "sweep.verbose=0")
-    driver = subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not finished_children(db):
-        time.sleep(0.5)
-    driver.send_signal(signal.SIGTERM)  # kill <pid>, a batch scheduler's time limit, a container stop
-    driver.communicate(timeout=240)
-    assert driver.returncode != 0
-    _, children, (parent,) = child_runs(db)
-    statuses = [r.info.status for r in children]
-    assert parent.info.status == "KILLED" and "RUNNING" not in statuses and 0 < statuses.count("FINISHED") < 12
-    kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
-
-    done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
-    assert done.returncode == 0, done.stderr
-    _, children, (parent,) = child_runs(db)
-    finished = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
-    assert parent.info.status == "FINISHED" and len(finished) == 12
-    assert all(finished[key] == run_id for key, run_id in kept.items())
 
 
 def toy_sweep(tmp_path, db, *extra):
@@ -183,11 +130,11 @@ def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_p
         assert 0 < len(kept) < 12
 
         os.killpg(driver.pid, signal.SIGKILL)  # what the dead driver left of its local Ray
-        left = list(Path(tempfile.gettempdir()).glob(f"mtc-ray-{driver.pid}-*"))
-        assert len(left) == 1  # its Ray folder: its clean-up never ran
+        left = sorted(Path(tempfile.gettempdir()).glob(f"mtc-ray-{driver.pid}-*"))
+        assert [path.suffix for path in left] == ["", ".lock"]  # its Ray folder and lock: its clean-up never ran
         done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
         assert done.returncode == 0, done.stderr
-        assert not left[0].exists()  # removed by the next sweep
+        assert not any(path.exists() for path in left)  # removed by the next sweep
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)  # a test that failed midway leaves nothing running
@@ -216,7 +163,7 @@ def test_concurrent_drivers_on_one_sqlite_store_are_refused_in_one_line(tmp_path
     assert "toy-synthetic" not in winner[1] and "trial/s" in winner[1]  # tqdm's line (sweep.name is one/two)
     assert "╭" not in winner[0] + winner[1] and "Trial status" not in winner[0] + winner[1]  # no Ray Tune tables
     configs = list((tmp_path / "out" / "hydra").glob("*/.hydra/config.yaml"))
-    assert len(configs) == 2  # each command its own Hydra output folder
+    assert len(configs) == 1  # the winner's Hydra output folder; the refused command leaves none
 
 
 def test_the_same_sweep_started_twice_is_refused_while_the_first_runs(tmp_path):

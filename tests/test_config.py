@@ -106,3 +106,63 @@ def test_seed_batches_stay_within_one_grid_point(compose_config):
                              "kernel_width=2.0 seeds=0-1", "kernel_width=2.0 seeds=2"]
     assert [t.seed for t in batches["kernel_width=2.0 seeds=0-1"]] == [0, 1]
     assert {t.label for t in batches["kernel_width=2.0 seeds=0-1"]} == {"kernel_width=2.0"}
+
+
+def test_repeated_grid_values_run_once_and_are_named(compose_config, capsys):
+    cfg = compose_config("method=mtcmrl", "method.grid.alpha=[1.0,1.0,1,2.0]", "method.grid.lambda_=[0.5]",
+                         "sweep.repeats=2")
+    spec = method_spec(cfg)
+    assert spec.grid == {"alpha": [1.0, 2.0], "lambda_": [0.5]} and spec.n_points == 2
+    assert len(trial_list(spec, 2)) == 4  # 2 points x 2 seeds, as the driver then counts them
+    assert capsys.readouterr().err == ("note: method 'mtcmrl': repeated grid values dropped (alpha: 1.0 3 times); "
+                                       "2 grid point(s) remain\n")
+
+
+def test_a_bad_grid_value_is_named_in_the_first_grid_point_that_has_it(compose_config):
+    """Each value is checked once (not every combination), and reported in the first point
+    the sweep would run with it, as checking every point in order did."""
+    cfg = compose_config("method=mtcmrl", "method.grid.alpha=[1.0,2.0,-3.0]", "method.grid.lambda_=[0.5,1.0]")
+    with pytest.raises(ValueError, match=r"grid point alpha=-3.0,lambda_=0.5: The 'alpha' parameter of MTCMRL"):
+        method_spec(cfg)
+
+
+@pytest.mark.parametrize("name", ["mine", "kkm-synthetic_2", "v1.2+wide"])
+def test_a_sweep_name_is_one_folder_inside_output_dir(compose_config, tmp_path, name):
+    run = settings(compose_config("method=kkm", f"sweep.name={name}"))
+    assert (run.sweep.output_dir / run.sweep.name).parent == tmp_path / "outputs"
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../../x", "a/b", "/tmp/x", ".hidden", "''"])
+def test_a_sweep_name_that_is_not_one_folder_is_refused(compose_config, name):
+    with pytest.raises(ValueError, match="sweep.name must be one folder name"):
+        settings(compose_config("method=kkm", f"sweep.name={name}"))
+
+
+def test_unknown_settings_are_refused_with_the_nearest_key(compose_config):
+    with pytest.raises(ValueError, match=r"unknown setting 'ray.adress': did you mean ray.address=auto\? ray takes: "
+                                         r"address, num_cpus, object_store_memory"):
+        settings(compose_config("+ray.adress=auto"))
+    with pytest.raises(ValueError, match=r"unknown setting 'mlflow.experiments': did you mean mlflow.experiment=x\?"):
+        settings(compose_config("+mlflow.experiments=x"))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["method=mtcmrl", "method.params.alpha=4"], "method 'mtcmrl' sweeps alpha in its grid ([0.25, 0.5, 1.0, 2.0, "
+                                                 "4.0]): to fix it at 4 write method.grid.alpha=[4]"),
+    (["method=kkm", "method.grid.n_init=[2,4]"], "method 'kkm': n_init is not in its grid; write "
+                                                 "++method.grid.n_init=[2,4] (++ adds a key; a grid takes a list)"),
+    (["method=kkm", "method.params.n_clusters=3"], "method 'kkm': n_clusters is set by the platform, never by a config"),
+    (["sweep.repeatz=2"], "unknown setting 'sweep.repeatz': did you mean sweep.repeats=2? sweep takes: "),
+    (["data=comp_vs_sci", "data.params.samples_per_tsk=10"], "dataset 'comp_vs_sci' has no parameter "
+                                                             "'samples_per_tsk': did you mean "
+                                                             "data.params.samples_per_task=10?"),
+])
+def test_a_key_the_config_does_not_have_says_what_to_write(overrides, message):
+    """Hydra's own error is seven lines ("Key 'params' is not in struct"); composing for any
+    command (sweep, run, reproduce) gives one line naming the override to write instead."""
+    from mtc.cli import compose_config as compose
+    from mtc.errors import InputError
+
+    with pytest.raises(InputError) as raised:
+        compose(overrides)
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)

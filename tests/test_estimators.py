@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import InvalidParameterError, generate_inva
 
 from mtc.config import RESERVED_PARAMS, method_configs
 from mtc.data.synthetic import make_synthetic
+from mtc.errors import InputError
 from mtc.record import FitRecord, LabelledMatrix
 
 METHODS = method_configs()
@@ -107,3 +108,44 @@ def test_one_task_and_many_tasks(name, n_tasks):
     solver = METHODS[name](n_clusters=data.n_clusters, random_state=0).fit(matrices)
     assert len(solver.labels_) == n_tasks
     check_record(solver.record_, matrices, data.n_clusters)
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_complex_input_is_refused(name, tasks):
+    matrices, k = tasks
+    with pytest.raises(InputError, match="^task 0: complex values; the solvers need real matrices"):
+        METHODS[name](n_clusters=k, random_state=0).fit([matrices[0] + 1j, *matrices[1:]])
+    with pytest.raises(InputError, match="^task 1: complex values"):
+        METHODS[name](n_clusters=k, random_state=0).fit([matrices[0], sp.csr_matrix(matrices[1] * (1 + 1j)), *matrices[2:]])
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e99])
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_huge_entries_give_a_finite_objective_or_one_clear_error(name, tasks, scale):
+    """Entries of 1e30-1e99 used to give MTCMRL a NaN objective and SNMF+LR an infinite one,
+    returned without a word; now a fit either stays well inside float64 or says why it cannot."""
+    matrices, k = tasks
+    top = max(X.max() for X in matrices)
+    try:
+        trace = METHODS[name](n_clusters=k, random_state=0).fit([X / top * scale for X in matrices]).objective_trace_
+    except InputError as error:
+        assert str(error).startswith(f"{METHODS[name].__name__}: the objective became ")
+        assert "rescale the data" in str(error) and "\n" not in str(error)
+    else:
+        assert np.all(np.abs(trace) < 1e300)
+
+
+def test_mtcmrl_overflow_names_the_iteration_and_the_scale(tasks):
+    matrices, k = tasks
+    top = max(X.max() for X in matrices)
+    with pytest.raises(InputError, match=r"^MTCMRL: the objective became nan at iteration \d+ \(largest \|x\| in the "
+                                         r"data is 1e\+30\)"):
+        METHODS["mtcmrl"](n_clusters=k, random_state=0).fit([X / top * 1e30 for X in matrices])
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_seed_outside_legacy_seeding_range_is_refused_before_the_fit(seed, tasks):
+    matrices, k = tasks
+    with pytest.raises(InvalidParameterError, match="random_state"):
+        METHODS["kmeans"](n_clusters=k, random_state=seed).fit(matrices)
+    METHODS["kmeans"](n_clusters=k, random_state=2**32 - 1).fit(matrices)

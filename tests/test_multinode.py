@@ -1,6 +1,7 @@
 """Multi-node readiness: a Ray head and a second Ray node on 127.0.0.1, one sweep across both."""
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -222,6 +223,33 @@ def test_two_sweeps_at_once_against_the_server_lose_no_run(two_node_cluster, tra
         keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
         assert parent.info.status == "FINISHED" and len(keys) == 9 == len(set(keys))
         assert {r.info.status for r in children} == {"FINISHED"}
+
+
+def test_a_second_driver_of_one_sweep_on_another_machine_is_refused_by_the_servers_lease(
+        two_node_cluster, tracking_server, tmp_path, monkeypatch):
+    """Two output folders (two machines) and one server: the file lock cannot see the first
+    driver, the lease on the server does; the second is refused in one line and the first
+    finishes with one parent and no duplicate run."""
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
+    uri = tracking_server.tracking_uri
+    args = ("++method.grid.shift=[0.0,1.0]", "sweep.repeats=3", "++method.params.delay=1.0")
+    first = subprocess.Popen(toy_sweep_args(tmp_path / "node1", uri, two_node_cluster, "leased", *args),
+                             cwd=tmp_path, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in first.stdout:  # the lease is held once the parent run exists
+        if "MLflow parent run" in line:
+            break
+    second = subprocess.run(toy_sweep_args(tmp_path / "node2", uri, two_node_cluster, "leased", *args),
+                            cwd=tmp_path, env=server_env(), capture_output=True, text=True, timeout=300)
+    _, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr[-3000:]
+    assert second.returncode == 2
+    assert second.stderr.strip().startswith(f"error: sweep 'leased' is already running from {socket.gethostname()} "
+                                            f"pid {first.pid} against this tracking store")
+    assert len(second.stderr.strip().splitlines()) == 1
+    (parent,), children = sweep_runs(uri, "leased")
+    keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
+    assert parent.info.status == "FINISHED" and len(keys) == 6 == len(set(keys))
 
 
 def test_a_tracking_server_restarted_mid_sweep_loses_no_result(two_node_cluster, tracking_server, tmp_path,

@@ -300,3 +300,23 @@ def test_the_same_grid_under_another_sweep_name_is_a_sweep_of_its_own(finished_s
     other = run_sweep(settings(sweep_config(tmp, "sweep.name=another")))
     assert other.parent_run_id != result.parent_run_id and other.trials_run == 4  # not resumed into it
     assert len(children(client, result)) == 4 and len(children(client, other)) == 4
+
+
+def test_a_live_drivers_ray_folder_is_kept_whatever_its_pid_says(tmp_path, monkeypatch):
+    """A dead driver's Ray temp folder is removed by the next sweep; a live one's never, even when
+    the pid in its name is not a process here (a driver in another PID namespace sharing /tmp):
+    liveness is the file lock its driver holds."""
+    from filelock import FileLock
+
+    from mtc.sweep import driver
+
+    monkeypatch.setattr(driver.tempfile, "gettempdir", lambda: str(tmp_path))
+    live, dead = tmp_path / "mtc-ray-999999999-live", tmp_path / "mtc-ray-999999999-dead"
+    live.mkdir(), dead.mkdir()
+    with FileLock(f"{live}.lock"):
+        driver.remove_dead_drivers_ray_folders()
+        assert live.is_dir() and not dead.exists() and not Path(f"{dead}.lock").exists()
+    with driver.ray_temp_folder() as folder:
+        driver.remove_dead_drivers_ray_folders()
+        assert Path(folder).is_dir() and Path(folder).name.startswith(f"mtc-ray-{os.getpid()}-")
+    assert not Path(folder).exists() and not Path(f"{folder}.lock").exists()

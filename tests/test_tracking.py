@@ -83,9 +83,11 @@ def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tm
     parent = client.create_run(experiment).info.run_id
     prototype = MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5)
     job = SweepJob({0: dataset}, prototype, "mtcmrl", {"name": "synthetic"}, "", experiment, parent, {}, False)
-    assert fit_and_log(client, job, Trial({}, 0), 1, {}) is None
+    lost = fit_and_log(client, job, Trial({}, 0), 1, {})  # no result: the error in one line, not metrics
+    assert lost.split(":")[0] in ("NotADirectoryError", "FileExistsError", "OSError") and "\n" not in lost
     [run] = tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent})
     assert run.info.status == "FAILED"  # not left RUNNING by a second failure in the failure path
+    assert run.data.tags["mtc.lost"] == lost  # counted as lost by the driver, not as a failed fit
     assert run.data.tags["mtc.error"].split(":")[0] in ("NotADirectoryError", "FileExistsError", "OSError")
     assert run.data.tags["mtc.error_txt"].startswith("not written: ")
 

@@ -63,8 +63,10 @@ def load_dataset(name: str, builder: str | None = None, params: dict | None = No
         raise InputError(f"unknown dataset builder {builder!r}; known builders: {', '.join(BUILDER_NAMES)}")
     key = cache.cache_key(name, builder, params, checksums)
     cached = cache.cache_dir(cache_dir) / f"{name}-{key}.npz"
+    cache.check_folder(cached.parent, write=False)
     dataset = cache.load_or_none(cached)
     if dataset is None:
+        cache.check_folder(cached.parent, write=True)  # before building, which can take minutes
         dataset = files.build_files(**params) if builder == "files" else build(builder, name, paths, params)
         dataset = MultiTaskDataset(name, dataset.tasks, {**dataset.meta, "cache_key": key})
         cache.save(dataset, cached)

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mtc.data.sources import configured_dir
+from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset, Task
 
 CACHE_VERSION = 2  # bump when the file format or a builder's output changes for the same config
@@ -84,6 +85,26 @@ def save(dataset: MultiTaskDataset, path: Path) -> None:
     except BaseException:
         Path(tmp.name).unlink(missing_ok=True)
         raise
+
+
+class CacheFolderError(InputError):
+    """The processed-data folder is not a folder, or takes no files."""
+
+
+def check_folder(folder: Path, write: bool) -> None:
+    """``folder`` is (or can be made) a folder, and with ``write`` takes files; nothing is
+    created. A file there, or a read-only folder, is one line naming the setting."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is not a folder")
+        if write:
+            with tempfile.TemporaryFile(dir=existing):  # the real test: access(2) says yes to root on any mode
+                pass
+    except OSError as error:
+        raise CacheFolderError(f"cannot {'write' if write else 'read'} processed datasets in {folder} "
+                               f"({error.strerror or error}); set data.cache_dir (or MTC_CACHE_DIR) to a writable "
+                               "folder") from None
 
 
 def load(path: Path) -> MultiTaskDataset:

@@ -39,6 +39,9 @@ def balanced_sample(rng: np.random.Generator, labels: np.ndarray, total: int | N
     if total is None:
         return np.arange(len(labels))
     classes = np.unique(labels)
+    if total < len(classes):
+        raise InputError(f"samples_per_task={total} is fewer than the {len(classes)} classes of a task: each class "
+                         f"needs a sample; use samples_per_task={len(classes)} or more (or null: every sample)")
     per_class = total // len(classes)
     picks = []
     for c in classes:

@@ -109,20 +109,30 @@ def raw_checksum(path: str, device: int, inode: int, size: int, mtime_ns: int, a
 
 
 def download(url: str, target: Path, raw: RawFile) -> None:
-    """Fetch url to target atomically: a temp file beside it, checked, then renamed."""
+    """Fetch url to target atomically: a temp file beside it, checked, then renamed. The
+    folders made for it are removed again when the download fails (offline: no empty mnist/)."""
+    made = [folder for folder in target.parents if not folder.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as tmp:
-        try:
-            with urllib.request.urlopen(url, timeout=60) as response:
-                shutil.copyfileobj(response, tmp)
-            tmp.close()
-            got = file_checksum(Path(tmp.name), raw.algorithm)
-            if got != raw.checksum:
-                raise RawDataError(f"download of {url} has {raw.algorithm} {got}, expected {raw.checksum}")
-            os.replace(tmp.name, target)
-        finally:
-            if os.path.exists(tmp.name):
-                os.unlink(tmp.name)
+    try:
+        with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as tmp:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    shutil.copyfileobj(response, tmp)
+                tmp.close()
+                got = file_checksum(Path(tmp.name), raw.algorithm)
+                if got != raw.checksum:
+                    raise RawDataError(f"download of {url} has {raw.algorithm} {got}, expected {raw.checksum}")
+                os.replace(tmp.name, target)
+            finally:
+                if os.path.exists(tmp.name):
+                    os.unlink(tmp.name)
+    except BaseException:
+        for folder in made:  # deepest first; one left non-empty keeps those above it
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
 
 
 def raw_file(key: str, root: Path, allow_download: bool = True) -> tuple[Path, str]:
@@ -140,6 +150,9 @@ def raw_file(key: str, root: Path, allow_download: bool = True) -> tuple[Path, s
             where = f"download it from {raw.url}" if raw.url else f"get it from {raw.origin}"
             raise RawDataError(f"missing raw file {path}: {where} and put it there "
                                f"(or point data.root / MTC_DATA_DIR at a folder that has {raw.path})")
+    if not path.is_file():
+        raise RawDataError(f"raw file {path} is a folder, not a file: put the file {raw.path} there (or point "
+                           "data.root / MTC_DATA_DIR at a folder that has it)")
     stat = path.stat()
     got = raw_checksum(str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, raw.algorithm)
     if got != raw.checksum:

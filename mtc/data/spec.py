@@ -45,6 +45,7 @@ class DataSpec:
                 raise ValueError(f"dataset {self.name!r} draws a fresh sample per seed: load(seed) needs the seed")
             params = {**params, "seed": int(seed)}
         dataset = load_dataset(self.name, self.builder, params, self.root, self.cache_dir)
+        check_clusterable(self.name, dataset)
         if not self.categories:
             return dataset
         classes = {c for task in dataset.tasks for c in task.class_names}
@@ -60,6 +61,18 @@ class DataSpec:
             dataset = self.load()
             return {int(seed): dataset for seed in seeds}
         return {int(seed): self.load(seed) for seed in seeds}
+
+
+def check_clusterable(name: str, dataset: MultiTaskDataset) -> None:
+    """Every task has at least two clusters and a sample for each: what every solver needs,
+    checked here, before Ray starts, rather than failing every trial."""
+    for task in dataset.tasks:
+        if task.n_clusters < 2:
+            raise InputError(f"dataset {name!r}, task {task.name!r}: {task.n_clusters} cluster(s); clustering needs "
+                             "at least 2")
+        if task.n_samples < task.n_clusters:
+            raise InputError(f"dataset {name!r}, task {task.name!r}: {task.n_samples} sample(s) for "
+                             f"{task.n_clusters} clusters; give each cluster at least one sample")
 
 
 def check_params(name: str, builder: str, params: dict) -> None:

@@ -24,6 +24,12 @@ def random_centre(rng: np.random.Generator, n_features: int, support: int, separ
 
 def make_synthetic(n_tasks=3, n_clusters=4, n_shared=2, samples_per_cluster=50, n_features=40,
                    support=10, separation=3.0, noise=1.0, seed=0) -> MultiTaskDataset:
+    for name, value, least in (("n_tasks", n_tasks, 1), ("n_clusters", n_clusters, 2),
+                               ("samples_per_cluster", samples_per_cluster, 1), ("n_features", n_features, 1)):
+        if value < least:
+            raise InputError(f"{name} must be at least {least}, got {value}")
+    if noise < 0:
+        raise InputError(f"noise must be non-negative, got {noise}")
     if not 0 <= n_shared <= n_clusters:
         raise InputError(f"n_shared must be in [0, n_clusters={n_clusters}], got {n_shared}")
     if not 1 <= support <= n_features:

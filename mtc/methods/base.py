@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from mtc.methods.validation import check_n_clusters, check_tasks
+from mtc.methods.validation import check_n_clusters, check_objective_finite, check_tasks
 from mtc.numerics.affinity import AFFINITIES
 from mtc.numerics.convergence import STOPPING_RULES, SingleFit, summed_traces
 from mtc.numerics.snmf import UPDATE_RULES
@@ -27,6 +27,7 @@ from mtc.record import FitRecord
 POSITIVE = Interval(Real, 0, None, closed="neither")
 NON_NEGATIVE = Interval(Real, 0, None, closed="left")
 AT_LEAST_ONE = Interval(Integral, 1, None, closed="left")
+MAX_SEED = 2**32 - 1
 STOPPING = StrOptions(set(STOPPING_RULES))
 AFFINITY = StrOptions(set(AFFINITIES))
 SNMF_UPDATE = StrOptions(set(UPDATE_RULES))
@@ -41,7 +42,8 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 2, None, closed="left"), "array-like"],
-        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        # scikit-learn's and numpy's legacy seeding (silhouette sampling, k-means starts) take 0 .. 2**32 - 1
+        "random_state": [None, Interval(Integral, 0, MAX_SEED, closed="both"), np.random.Generator],
     }
     requires_nonnegative = False
 
@@ -52,6 +54,7 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
         n_clusters = check_n_clusters(self.n_clusters, matrices)
         self.record_ = FitRecord()
         self._fit(matrices, n_clusters, np.random.default_rng(self.random_state))
+        check_objective_finite(type(self).__name__, self.objective_trace_, matrices)
         return self
 
     def fit_predict(self, tasks, y=None):

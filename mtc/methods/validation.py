@@ -11,6 +11,7 @@ from mtc.errors import InputError
 
 
 MAX_ABS_VALUE = 1e100  # squares and inner products of larger values overflow float64 (1.8e308)
+OBJECTIVE_LIMIT = 1e300  # an objective this large is one product away from overflow: its iterates are not to be trusted
 
 
 def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True) -> list:
@@ -24,6 +25,9 @@ def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True)
         raise InputError("tasks is empty: need at least one task matrix")
     checked = []
     for t, X in enumerate(tasks):
+        if np.iscomplexobj(X.data if sp.issparse(X) else np.asarray(X)):
+            raise InputError(f"task {t}: complex values; the solvers need real matrices (take .real or abs() "
+                             "yourself if that is what you mean)")
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64) if accept_sparse else X.toarray()
         else:
@@ -66,3 +70,20 @@ def check_n_clusters(n_clusters, matrices: list) -> list[int]:
         if X.shape[0] < k:
             raise InputError(f"task {t}: {X.shape[0]} samples is fewer than n_clusters={k}")
     return counts
+
+
+def check_objective_finite(solver: str, trace, matrices: list) -> None:
+    """Refuse a fit whose objective overflowed (NaN, inf, or within a product of it) instead of
+    returning its labels silently.
+
+    The input checks bound each entry (MAX_ABS_VALUE), but a method's products of products
+    (e.g. MTCMRL's X X^T X, SMT-NMF's squared reconstruction) can still overflow float64 for
+    entries far above 1; the fitted labels are then meaningless.
+    """
+    trace = np.asarray(trace, dtype=np.float64)
+    bad = np.flatnonzero(~(np.abs(trace) < OBJECTIVE_LIMIT))  # NaN fails every comparison
+    if bad.size:
+        largest = max(float(np.abs(X.data if sp.issparse(X) else X).max()) for X in matrices)
+        raise InputError(f"{solver}: the objective became {trace[bad[0]]:.3g} at iteration {bad[0]} (largest |x| in the "
+                         f"data is {largest:.3g}): this method's products overflow float64 at that scale; "
+                         "rescale the data (e.g. divide by its largest entry)")

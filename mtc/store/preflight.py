@@ -134,10 +134,17 @@ def check_can_create(folder: Path) -> None:
         pass
 
 
-def check_ray(address: str, timeout: float = CHECK_TIMEOUT) -> None:
-    """Something listens at a ``host:port`` Ray address (``local`` and ``auto`` are Ray's own)."""
-    if address in ("local", "auto", "None") or address.startswith("ray://"):
-        return
+def check_ray(address: str, timeout: float = CHECK_TIMEOUT) -> str:
+    """Something that answers as Ray's GCS listens at a ``host:port`` Ray address; ``auto`` is
+    resolved first (ray_auto_address: only a cluster of the user's own, printed in one line).
+    Returns the address to join (``local`` and ``ray://`` addresses as given)."""
+    if address in ("local", "None") or address.startswith("ray://"):
+        return address
+    if address == "auto":
+        address, how = ray_auto_address()
+        check_ray(address, timeout)
+        print(f"ray.address=auto: joining the Ray cluster at {address} ({how})", flush=True)
+        return address
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise UnreachableError(f"ray.address {address!r}: expected local, auto or <host>:<port> (the head's GCS port)")
@@ -151,6 +158,77 @@ def check_ray(address: str, timeout: float = CHECK_TIMEOUT) -> None:
         raise UnreachableError(f"{address} is not a Ray head: something listens there but does not answer as Ray's "
                                f"GCS (gRPC) does within {timeout:.0f} s; give the head's GCS port (ray start --head "
                                "prints it) or use ray.address=local")
+    return address
+
+
+RAY_ADDRESS_FILE = "ray_current_cluster"  # written by `ray start`, in Ray's temp folder; never removed by `ray stop`
+
+
+def ray_temp_dir() -> Path:
+    """Ray's temp folder, as Ray finds it (ray._common.utils.get_default_ray_temp_dir)."""
+    return Path(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp") / "ray"
+
+
+def local_raylets() -> list[tuple[int, int, str]]:
+    """(pid, uid, GCS address) of every raylet on this machine: the clusters Ray's ``auto``
+    may join, found as Ray finds them (a process named raylet, its ``--gcs-address``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            uid = proc.stat().st_uid
+        except OSError:  # gone, or not ours to read
+            continue
+        if "raylet" not in os.path.basename(argv[0]):
+            continue
+        found += [(int(proc.name), uid, arg.split("=", 1)[1]) for arg in " ".join(argv).split()
+                  if arg.startswith("--gcs-address=")]
+    return found
+
+
+def user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def ray_auto_address() -> tuple[str, str]:
+    """The cluster ``ray.address=auto`` joins, and how it was found: RAY_ADDRESS when set (the
+    user's explicit choice); else the address in Ray's ray_current_cluster file, or with no
+    file the one cluster running here, but only when a raylet of this user serves it. Ray
+    itself follows a stale file into whatever cluster now has that port, another user's too."""
+    if os.environ.get("RAY_ADDRESS", "auto") != "auto":
+        return os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+    raylets = local_raylets()
+    mine = {address: pid for pid, uid, address in raylets if uid == os.getuid()}
+    file = ray_temp_dir() / RAY_ADDRESS_FILE
+    try:
+        address, source = file.read_text().strip(), f"named in {file}"
+    except FileNotFoundError:
+        clusters = sorted({address for _, _, address in raylets})
+        if len(clusters) != 1:
+            found = f"{len(clusters)} run on this machine ({', '.join(clusters)})" if clusters else "none runs here"
+            raise UnreachableError(f"ray.address=auto: no {file} and {found}; give ray.address=<host>:<port> of your "
+                                   "cluster (ray start --head prints it) or use ray.address=local") from None
+        address, source = clusters[0], "the only cluster on this machine"
+    except OSError as error:
+        raise UnreachableError(f"ray.address=auto: cannot read {file} ({reason(error)}); give ray.address=<host>:<port> "
+                               "or use ray.address=local") from None
+    if address in mine:
+        return address, f"{source}; its raylet, pid {mine[address]}, is yours"
+    others = sorted({user_name(uid) for _, uid, served in raylets if served == address})
+    if others:
+        raise UnreachableError(f"ray.address=auto: the Ray cluster at {address} ({source}) is run by {', '.join(others)}, "
+                               "not by you; give your own cluster's address (ray.address=<host>:<port>) or use "
+                               "ray.address=local")
+    raise UnreachableError(f"ray.address=auto: {file} names {address}, but no Ray node of yours runs here (a stale file: "
+                           "ray stop leaves it); start one (ray start --head), give ray.address=<host>:<port> or use "
+                           "ray.address=local")
 
 
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 Sec. 3.4, what every HTTP/2 client sends first

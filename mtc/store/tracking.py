@@ -233,16 +233,16 @@ def create_trial_run(client, experiment_id: str, parent_id: str, trial, tags: di
                              tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags})
 
 
-def close_unfinished(client, experiment_id: str, parent_id: str, status: str, reason: str) -> int:
+def close_unfinished(client, experiment_id: str, parent_id: str, status: str, reason: str) -> list[str]:
     """End every child run of the parent still RUNNING with ``status`` and ``reason`` (tag
-    mtc.error); returns how many. An interrupted driver, or a trial whose worker died more
+    mtc.error); returns their ids. An interrupted driver, or a trial whose worker died more
     often than Ray Tune retries, leaves them open otherwise."""
-    open_runs = [run for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
+    open_runs = [run.info.run_id for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
                  if run.info.status == "RUNNING"]
-    for run in open_runs:
-        client.set_tag(run.info.run_id, "mtc.error", reason)
-        client.set_terminated(run.info.run_id, status)
-    return len(open_runs)
+    for run_id in open_runs:
+        client.set_tag(run_id, "mtc.error", reason)
+        client.set_terminated(run_id, status)
+    return open_runs
 
 
 def log_params(client, run_id: str, params: dict) -> None:

@@ -2,7 +2,7 @@
 
 Hydra composes the config; mtc.config reads and checks all of it (every grid point against
 the solver's constraints) before anything runs. The driver then checks that the Ray cluster, the output folder and
-the tracking store can be used (mtc.store.preflight), takes its locks (mtc.sweep.locks), loads the
+the tracking store can be used (mtc.store.preflight), takes its locks (mtc.store.locks), loads the
 dataset once, starts or joins Ray, creates the MLflow parent run, hands the
 dataset (or, for a data config with ``draw: per_seed``, every seed's draw) and a validated
 prototype solver to the trials through Ray's object store
@@ -17,16 +17,21 @@ the parent run. docs/architecture.md follows one sweep through these steps.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import hydra
+from filelock import FileLock, Timeout
 from omegaconf import DictConfig
 
 from mtc.cli import CONF_DIR, exit_on_bad_input
@@ -42,6 +47,7 @@ from mtc.config import (
     trial_list,
 )
 from mtc.errors import InputError
+from mtc.methods.memory import Shapes, check_sweep_memory
 from mtc.numerics.cache import Cache
 from mtc.results.plots import log_convergence_figure, readable_files
 from mtc.results.reading import chosen_points, point_summaries, trial_records
@@ -52,14 +58,22 @@ from mtc.results.report import (
     grid_csv,
     report_markdown,
 )
-from mtc.store import preflight, tracking
+from mtc.store import locks, preflight, tracking
+from mtc.store.disk import full_disk, full_folders
 from mtc.store.preflight import UnreachableError
-from mtc.sweep import locks
+from mtc.sweep.stopping import (
+    SweepIncomplete,
+    SweepInterrupted,
+    as_stopped,
+    command_exits,
+    raise_stopped,
+    shielded,
+    stop_signals,
+)
 from mtc.trial import trial_params
 
 
-class SweepInterrupted(Exception):
-    """Ctrl-C ended the sweep; the message says how far it got and how to resume."""
+LOST_TAG = "mtc.lost"  # on a FAILED child run that has no result for a reason other than its fit (why)
 
 
 @dataclass(frozen=True)
@@ -108,11 +122,13 @@ class SweepJob:
 
 @dataclass(frozen=True)
 class TunerOutcome:
-    """The Ray Tune run of one or more sweeps' trials."""
+    """The Ray Tune run of one or more sweeps' trials: ``lost`` holds the errors (one line each,
+    distinct) of seeds whose runs could not be logged."""
 
     seconds: float = 0.0
     tune_trials: int = 0
     tune_errors: int = 0
+    lost: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,22 @@ class SweepResult:
     ray_started: bool = False
 
 
+def check_memory(run: Settings, datasets: dict) -> None:
+    """Refuse in one line (InputError) a local sweep whose concurrent trials cannot fit in the
+    memory free beside Ray's object store (mtc.methods.memory: the largest estimate over the grid,
+    on the largest draw); a joined cluster's workers are not known before joining, so nothing is
+    checked there."""
+    if not run.ray.local:
+        return
+    slots = max((run.ray.num_cpus or os.cpu_count() or 1) // run.sweep.cpus_per_trial, 1)
+    if run.sweep.max_concurrent_trials:
+        slots = min(slots, run.sweep.max_concurrent_trials)
+    largest = max(datasets.values(), key=lambda data: sum(X.shape[0] for X in data.matrices))
+    check_sweep_memory(run.method.prototype(n_clusters=largest.n_clusters),
+                       Shapes.of(largest.matrices, largest.n_clusters), run.method.grid_points(), slots,
+                       reserved=run.ray.object_store_memory)
+
+
 def plan_sweep(run: Settings) -> SweepPlan:
     """Check the output folder and the artifact folder (mtc.store.preflight) and load the data; creates nothing."""
     sweep = run.sweep
@@ -139,6 +171,7 @@ def plan_sweep(run: Settings) -> SweepPlan:
     if run.tracking.artifact_root and "://" not in run.tracking.artifact_root:
         preflight.check_writable(Path(run.tracking.artifact_root), "artifact folder", "mlflow.artifact_root")
     datasets = run.data.draws(range(sweep.repeats))
+    check_memory(run, datasets)
     tags = {**tracking.draws_tags(datasets), **tracking.provenance_tags("python -m mtc.sweep"),
             "mtc.method": run.method.name, "mtc.label": sweep.label, "mtc.data": run.data.name}
     # The name is part of the key: two sweeps of the same grid under different names (two
@@ -202,30 +235,44 @@ def sweep_trainable(config, *, jobs, batches):
     worker died, killed, out of memory or node lost); each other seed is fitted, then its MLflow
     child run is created and logged in batched writes. A fit that raises gets a FAILED run (with
     the error) and the other seeds still run; it is not retried (a seeded fit fails the same way
-    again)."""
+    again). A seed whose run cannot be logged (a full disk) is counted lost, with its error, and
+    no seed starts once the driver has closed the parent run (it was stopped)."""
     import numpy as np
     import ray
     from ray import tune
 
+    quiet_store_errors()
     sweep_id, trials = batches[config["batch"]]
     job = ray.get(jobs[sweep_id])
     client = tracking.client_for(job.tracking_uri)
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
     tags = {**job.run_tags, "mtc.node_id": ray.get_runtime_context().get_node_id()}
     earlier = tracking.earlier_runs(client, job.experiment_id, job.parent_id, trials[0].label)
-    accuracies, objectives, failed = [], [], 0
+    accuracies, objectives, failed, lost = [], [], 0, []
     for trial in trials:
         metrics = tracking.skip_or_clear(client, earlier.get(trial.key, []))
         if metrics is None:
+            if client.get_run(job.parent_id).info.status != "RUNNING":  # the driver stopped and closed the sweep
+                break
             metrics = fit_and_log(client, job, trial, cpus, tags)
-        if metrics is None:
+        if isinstance(metrics, str):
+            lost.append(metrics)
+        elif metrics is None:
             failed += 1
         else:
             accuracies.append(metrics.get("acc/mean", float("nan")))
             objectives.append(metrics["objective/final"])
     tune.report({"acc_mean": float(np.mean(accuracies)) if accuracies else float("nan"),
                  "objective_final": float(np.mean(objectives)) if objectives else float("nan"),
-                 "seeds": len(accuracies), "failed_seeds": failed})
+                 "seeds": len(accuracies), "failed_seeds": failed + len(lost), "lost_seeds": len(lost),
+                 "lost_error": lost[0] if lost else ""})
+
+
+def quiet_store_errors() -> None:
+    """MLflow's SQL store logs every failed write (a full disk: each trial's) with its traceback
+    before raising it; the driver and its workers record each once (fit_and_log: the run's
+    LOST_TAG; the driver's one line)."""
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 @dataclass(frozen=True)
@@ -241,44 +288,90 @@ class WorkerCaches:
 WORKER_CACHES = WorkerCaches()  # the only state a worker process keeps between trials
 
 
-def fit_and_log(client, job: SweepJob, trial: Trial, cpus: int, tags: dict) -> dict | None:
+def fit_and_log(client, job: SweepJob, trial: Trial, cpus: int, tags: dict) -> dict | str | None:
     """Fit one (grid point, seed) with ``cpus`` BLAS threads, then create its child run (started
-    at the fit's start) and log it; returns its metrics, or None when the fit or its logging
-    raised (the run is then FAILED with the error)."""
+    at the fit's start) and log it. Returns its metrics; None when the fit raised (its run is
+    FAILED with the error: a result of the method); or, when the run could not be created or
+    logged (a full disk, a store that refuses writes), the error in one line: the trial has no
+    result (its run, if the store took one, is FAILED and tagged LOST_TAG) and the sweep will
+    be incomplete."""
     from threadpoolctl import threadpool_limits
 
     from mtc.trial import run_trial
 
     start_ms = int(time.time() * 1000)
-    run = None
     try:
         with threadpool_limits(limits=cpus):
             outcome = run_trial(job.datasets[trial.seed], job.prototype, trial, WORKER_CACHES.fits)
+    except Exception as error:
+        try:
+            run = tracking.create_trial_run(client, job.experiment_id, job.parent_id, trial, tags, start_ms)
+            tracking.fail_run(client, run.info.run_id, error)
+        except Exception as store_error:  # the store refuses the run: the failure cannot be recorded
+            return full_disk(store_error) or error_line(store_error)
+        return None
+    run = None
+    try:
         run = tracking.create_trial_run(client, job.experiment_id, job.parent_id, trial, tags, start_ms)
         config = trial_params(job.method, job.prototype, trial, job.data_config)
         names = job.datasets[trial.seed].task_names
         readable = (lambda folder: readable_files(folder, outcome, config, names, WORKER_CACHES.figures))
         tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, config, names,
                            readable if job.readable else None)
+        client.set_terminated(run.info.run_id, "FINISHED")
     except Exception as error:
-        if run is None:
-            run = tracking.create_trial_run(client, job.experiment_id, job.parent_id, trial, tags, start_ms)
-        tracking.fail_run(client, run.info.run_id, error)
-        return None
-    client.set_terminated(run.info.run_id, "FINISHED")
+        why = full_disk(error) or error_line(error)
+        if run is not None:
+            with contextlib.suppress(Exception):  # the store may take nothing more
+                client.set_tag(run.info.run_id, LOST_TAG, why[:5000])
+                tracking.fail_run(client, run.info.run_id, error)
+        return why
     return outcome.metrics
 
 
-RAY_TEMP_PREFIX = "mtc-ray-"  # + the driver's pid: a killed driver's folder is removed by the next sweep
+def error_line(error: BaseException) -> str:
+    """An error in one line: its type and the first line of its message."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}"[:500]
+
+
+RAY_TEMP_PREFIX = "mtc-ray-"  # + the driver's pid and a token; a killed driver's folder is removed by the next sweep
 
 
 def remove_dead_drivers_ray_folders() -> None:
     """Remove the Ray temp folders of local sweeps whose driver is gone (killed: its own
-    clean-up never ran)."""
+    clean-up never ran). A live driver holds the file lock beside its folder (ray_temp_folder);
+    the kernel releases it when the driver dies. A lock, not the pid in the name: a driver in
+    another PID namespace (a container sharing /tmp) has no /proc entry here."""
     for folder in Path(tempfile.gettempdir()).glob(f"{RAY_TEMP_PREFIX}*-*"):
-        pid = folder.name[len(RAY_TEMP_PREFIX):].split("-")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        if not folder.is_dir():
+            continue
+        lock = FileLock(f"{folder}.lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue  # its driver is alive
+        try:
             shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            lock.release()
+            Path(f"{folder}.lock").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def ray_temp_folder():
+    """A fresh temp folder for a local Ray session, held (a file lock beside it) while in use
+    and removed afterwards (Ray's session folders pile up otherwise)."""
+    folder = Path(tempfile.gettempdir()) / f"{RAY_TEMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with FileLock(f"{folder}.lock"):  # held before the folder exists: no sweep's clean-up can take it
+            folder.mkdir()
+            try:
+                yield str(folder)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        Path(f"{folder}.lock").unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -287,11 +380,13 @@ def ray_session(run: Settings, worker_env: dict):
     yields the cluster's CPU count. Failing to join is one line (UnreachableError)."""
     import ray
 
-    temp_dir = None
-    try:
+    ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is raise_stopped
+    with contextlib.ExitStack() as stack:
         if run.ray.local:
             remove_dead_drivers_ray_folders()
-            temp_dir = tempfile.mkdtemp(prefix=f"{RAY_TEMP_PREFIX}{os.getpid()}-")
+            temp_dir = stack.enter_context(ray_temp_folder())
+        stack.callback(ray.shutdown, wait_for_processes=True)  # before the temp folder goes
+        if run.ray.local:
             ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
                      include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": worker_env},
                      _temp_dir=temp_dir)
@@ -300,11 +395,12 @@ def ray_session(run: Settings, worker_env: dict):
                 ray.init(address=run.ray.address, runtime_env={"env_vars": worker_env}, logging_level="ERROR")
             except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
                 raise UnreachableError(join_error(run.ray.address, error)) from None
+        # ray.init sets a SIGTERM handler that exits at once and its core worker Abseil's, which
+        # prints a stack dump; with Ray's own processes stopped by the same signal (a process
+        # group's), ray.shutdown then aborts (exit 134) with runs left RUNNING. Take it back.
+        if ours:
+            signal.signal(signal.SIGTERM, raise_stopped)
         yield int(ray.cluster_resources().get("CPU", 1))
-    finally:
-        ray.shutdown()
-        if temp_dir:
-            shutil.rmtree(temp_dir, ignore_errors=True)  # Ray's session folders pile up otherwise
 
 
 def join_error(address: str, error: Exception) -> str:
@@ -375,42 +471,105 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
     finally:
         if progress:
             progress.close()
-    return TunerOutcome(time.perf_counter() - start, len(batches), len(results.errors))
+    lost = tuple(dict.fromkeys(result.metrics.get("lost_error") for result in results
+                               if result.metrics and result.metrics.get("lost_error")))
+    return TunerOutcome(time.perf_counter() - start, len(batches), len(results.errors), lost)
 
 
 def abandon(opened: OpenSweep, error: BaseException, trials_total: int) -> str:
     """Close a sweep that its driver leaves: the unfinished child runs and the parent KILLED
-    (Ctrl-C, SIGTERM) or FAILED (an error); returns how far it got."""
-    status = "FAILED" if isinstance(error, Exception) else "KILLED"
-    reason = ("the sweep was interrupted (Ctrl-C)" if isinstance(error, KeyboardInterrupt) else
-              f"the sweep's driver stopped ({type(error).__name__}); run the same command again to resume")
+    (a stop signal) or FAILED (an error); returns how far it got."""
+    status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+    how = as_stopped(error).how if status == "KILLED" else f"the sweep's driver failed ({error_line(error)})"
     client, parent = opened.client, opened.parent_id
-    tracking.close_unfinished(client, opened.experiment_id, parent, status, reason)
+    tracking.close_unfinished(client, opened.experiment_id, parent, status,
+                              f"{how}; run the same command again to resume")
     client.set_terminated(parent, status)
     done = sum(r.status == "FINISHED" for r in trial_records(client, opened.experiment_id, parent))
     return f"{done} of {trials_total} trials finished (MLflow parent run {parent}, {status})"
+
+
+def leave(opened: list[OpenSweep], error: BaseException) -> BaseException:
+    """What a driver does when a stop signal or an error ends its sweeps: stop Ray first (a live
+    worker would otherwise start its next seed while the runs are closed, and leave it
+    RUNNING), then close each sweep's runs (abandon), a further stop signal notwithstanding.
+    Returns what to raise: SweepInterrupted (one line: how far each sweep got, how to resume)
+    for a stop signal, else the error."""
+    with shielded():
+        ray = sys.modules.get("ray")
+        try:
+            if ray is not None and ray.is_initialized():
+                ray.shutdown(wait_for_processes=True)
+        finally:  # the runs are closed even if Ray's shutdown fails
+            where = [(o.plan.name, abandon(o, error, len(o.plan.trials))) for o in opened]
+    if not isinstance(error, KeyboardInterrupt):
+        return error
+    stop = as_stopped(error)
+    counts = where[0][1] if len(where) == 1 else "; ".join(f"{name}: {text}" for name, text in where)
+    return SweepInterrupted(f"{stop.how}: {counts}; run the same command again to resume: finished trials are kept, "
+                            "the others run again", stop.exit_code)
+
+
+def lost_trials(opened: OpenSweep) -> dict[str, str]:
+    """The planned trials that have no result, {trial key: why}: no run (their Ray worker died
+    before creating it), or a run that is FAILED for a reason other than its fit (tag LOST_TAG:
+    its worker died, its logging failed)."""
+    runs = tracking.find_runs(opened.client, opened.experiment_id, **{tracking.PARENT_TAG: opened.parent_id})
+    result = {}
+    for run in runs:
+        key = run.data.tags.get(tracking.TRIAL_KEY_TAG)
+        if run.info.status == "FINISHED" or (run.info.status == "FAILED" and LOST_TAG not in run.data.tags):
+            result[key] = ""
+        else:
+            result.setdefault(key, run.data.tags.get(LOST_TAG, run.info.status))
+    return {trial.key: result.get(trial.key, "no run") for trial in opened.plan.trials if result.get(trial.key) != ""}
+
+
+def incomplete_message(opened: OpenSweep, lost: dict[str, str], tuner: TunerOutcome) -> str:
+    """One line: how many trials of the sweep have no result, why (a full disk named by its
+    folder), and how to run them."""
+    max_failures = opened.plan.run.sweep.max_failures
+    causes = list(dict.fromkeys([*tuner.lost, *(why for why in lost.values() if why not in ("no run", "RUNNING"))]))
+    full = [c for c in causes if c.startswith(os.strerror(errno.ENOSPC).lower()) or "disk is full" in c]
+    if full:
+        causes = [f"{full[0].split(' writing ')[0]}: {', '.join(full_folders(opened.plan.run)) or 'a full disk'}"]
+    if "no run" in lost.values() or tuner.tune_errors:
+        causes.append(f"their Ray worker died and its retries (sweep.max_failures={max_failures}) ran out")
+    why = "; ".join(causes[:2]) or "their runs did not finish"
+    return (f"sweep {opened.plan.name}: {len(lost)} of {len(opened.plan.trials)} trials have no result ({why}); "
+            f"MLflow parent run {opened.parent_id} is FAILED; "
+            + ("free disk space, then " if full else "") + "run the same command again to run them")
 
 
 def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_started: bool = False,
                  log: bool = True) -> SweepResult:
     """Read the sweep's runs back, write its report (report.md, grid.csv) and, with ``log``,
     log it to the parent run with the convergence figures of the chosen points and the
-    best-point summary, and mark the parent FINISHED. Data without labels is reported and
-    summarised by the label-free choices only (no accuracy point, no figure by accuracy)."""
+    best-point summary, and mark the parent FINISHED. A sweep with planned trials that have
+    no result (lost_trials) gets no report: its parent is FAILED and SweepIncomplete raised.
+    Data without labels is reported and summarised by the label-free choices only (no accuracy
+    point, no figure by accuracy)."""
     plan, client, parent_id, experiment_id = opened.plan, opened.client, opened.parent_id, opened.experiment_id
     run, out = plan.run, plan.output_dir
     dataset = plan.datasets[0]
     max_failures = run.sweep.max_failures
-    tracking.close_unfinished(client, experiment_id, parent_id, "FAILED",
-                              f"the trial's Ray worker died and its retries (sweep.max_failures={max_failures}) "
-                              "ran out; see the Ray logs")
+    died = (f"the trial's Ray worker died and its retries (sweep.max_failures={max_failures}) ran out; see the Ray "
+            "logs")
+    for run_id in tracking.close_unfinished(client, experiment_id, parent_id, "FAILED", died):
+        client.set_tag(run_id, LOST_TAG, died)
+    lost = lost_trials(opened)
+    if lost and log:  # fewer trials ran than were planned: no report, and the sweep is not FINISHED
+        message = incomplete_message(opened, lost, tuner)
+        client.set_tag(parent_id, "mtc.error", message[:5000])
+        client.set_terminated(parent_id, "FAILED")
+        raise SweepIncomplete(message)
     records = trial_records(client, experiment_id, parent_id)
     summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
     markdown = report_markdown(f"{run.method.name} on {run.data.name}", summaries, dataset.task_names,
                                data_note(run.data.draw, plan.datasets), labelled=dataset.labelled)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(markdown)
-    (out / "grid.csv").write_text(grid_csv(summaries))
+    write_text(out / "report.md", markdown)
+    write_text(out / "grid.csv", grid_csv(summaries))
     best = chosen_points(summaries)
     if log:
         client.log_artifact(parent_id, str(out / "report.md"))
@@ -427,6 +586,15 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
         client.set_terminated(parent_id, "FINISHED")
     return SweepResult(parent_id, str(out), summaries, best, run.tracking.uri, experiment_id, len(opened.pending),
                        markdown, tuner, ray_started)
+
+
+def write_text(path: Path, text: str) -> None:
+    """``path.write_text``, naming the file when it fails (the OSError of a failed write, a full
+    disk's ENOSPC, names none)."""
+    try:
+        path.write_text(text)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from error
 
 
 def reopen_finished(plan: SweepPlan, client, experiment_id: str) -> OpenSweep | None:
@@ -448,24 +616,40 @@ def store_has_experiment(store: TrackingSettings) -> bool:
 
 
 def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> SweepResult:
-    """finish_sweep, closing the sweep's runs if it fails."""
+    """finish_sweep; a stop signal or an error closes the sweep's runs instead (leave), and an
+    incomplete sweep (its parent already FAILED) is raised as it is."""
     try:
         return finish_sweep(opened, tuner, ray_started)
-    except BaseException as error:
-        abandon(opened, error, len(opened.plan.trials))
+    except SweepIncomplete:
         raise
+    except BaseException as error:
+        raise leave([opened], error) from None
 
 
 def run_sweep(run: Settings) -> SweepResult:
     """Run (or resume) a sweep; returns its SweepResult.
 
     Before anything is created the Ray address, the output folder and the tracking store are
-    checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.sweep.locks): one
+    checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.store.locks): one
     live driver per sweep, one live sweep per SQLite store. A sweep whose trials all finished
     is reported from the store without starting Ray. Otherwise Ray is started or joined
-    before any MLflow run is created."""
+    before any MLflow run is created. SIGINT, SIGTERM and SIGHUP raise Stopped meanwhile
+    (stop_signals); once runs exist, Ray is stopped and the runs closed KILLED (leave).
+
+    Raises
+    ------
+    SweepInterrupted
+        A stop signal ended the sweep; its runs are closed KILLED.
+    SweepIncomplete
+        Some planned trials have no result; the parent run is FAILED.
+    """
+    with stop_signals():
+        return drive(run)
+
+
+def drive(run: Settings) -> SweepResult:
     worker_env = preflight.process_env()
-    preflight.check_ray(run.ray.address)
+    run = replace(run, ray=replace(run.ray, address=preflight.check_ray(run.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(run.tracking.uri)
     plan = plan_sweep(run)
     plan.output_dir.mkdir(parents=True, exist_ok=True)
@@ -479,22 +663,25 @@ def run_sweep(run: Settings) -> SweepResult:
             parent_done = client.get_run(stored.parent_id).info.status == "FINISHED"
             print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run "
                   f"{stored.parent_id}; reported from the store (no Ray)")
-            result = finish_sweep(stored, log=False) if parent_done else complete(stored, TunerOutcome(), False)
-            return report_done(result)
+            if not parent_done:  # its report was interrupted: written now, the parent closed FINISHED
+                return report_done(complete(stored, TunerOutcome(), False))
+            try:  # a re-report writes nothing to the store: its parent stays FINISHED whatever stops it
+                return report_done(finish_sweep(stored, log=False))
+            except KeyboardInterrupt as error:
+                stop = as_stopped(error)
+                raise SweepInterrupted(f"{stop.how} while reporting the finished sweep {plan.name} again; its MLflow "
+                                       f"parent run {stored.parent_id} stays FINISHED", stop.exit_code) from None
         with ray_session(run, worker_env) as cpus:
             client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment,
                                                         run.tracking.artifact_root)
-            opened = open_sweep(plan, client, experiment_id)
-            try:
-                tuner = run_on_ray([opened], cpus, plan.name, plan.output_dir / "ray_results", run)
-            except KeyboardInterrupt:  # Ctrl-C: no report; the started trials' runs are closed, the parent KILLED
-                raise SweepInterrupted(f"interrupted: {abandon(opened, KeyboardInterrupt(), len(plan.trials))}; run "
-                                       "the same command again to resume: finished trials are kept, the others run "
-                                       "again") from None
-            except BaseException as error:  # an error, or SystemExit from Ray's SIGTERM handler (kill, a scheduler)
-                abandon(opened, error, len(plan.trials))
-                raise
-            return report_done(complete(opened, tuner, True))
+            # a driver of the same sweep on another machine sees it taken (a server or database store)
+            with locks.server_lease(client, experiment_id, {plan.key: plan.name}, run.tracking.uri):
+                opened = open_sweep(plan, client, experiment_id)
+                try:
+                    tuner = run_on_ray([opened], cpus, plan.name, plan.output_dir / "ray_results", run)
+                except BaseException as error:  # a stop signal (no report) or an error: Ray stopped, the runs closed
+                    raise leave([opened], error) from None
+                return report_done(complete(opened, tuner, True))
 
 
 def report_done(result: SweepResult) -> SweepResult:
@@ -509,11 +696,6 @@ def report_done(result: SweepResult) -> SweepResult:
 @exit_on_bad_input
 def main(cfg: DictConfig) -> None:
     sys.stdout.reconfigure(line_buffering=True)  # each progress line as it happens, also through a pipe (tee, a log)
-    try:
+    quiet_store_errors()
+    with command_exits():
         run_sweep(settings(cfg))
-    except SweepInterrupted as interrupted:
-        print(interrupted, file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        print("interrupted before any MLflow run was created", file=sys.stderr)
-        sys.exit(130)

@@ -1,9 +1,12 @@
 """One progress line for a sweep or a study (tqdm, on stderr) in place of Ray Tune's boxed
 tables: seeds done of all, sweeps done (a study), Tune trials running, failed and retried, and
-tqdm's rate and ETA.
+tqdm's rate and ETA. Failed counts seeds: fits that raised, seeds whose runs could not be
+logged (a full disk), and the seeds of Tune trials whose worker died more often than retried.
 ``sweep.verbose=1`` or higher gives Ray Tune's own output back."""
 
 from __future__ import annotations
+
+import contextlib
 
 from ray.tune import Callback
 from tqdm import tqdm
@@ -45,6 +48,9 @@ class ProgressLine(Callback):
         if self.sweep_of:
             self.left[self.sweep_of[trial.config["batch"]]] -= 1
 
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.failed += result.get("failed_seeds", 0)  # fits that raised, seeds whose runs could not be logged
+
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.ended(trial)
         self.bar.update(self.seeds(trial))
@@ -64,4 +70,5 @@ class ProgressLine(Callback):
     def close(self):
         """End the line (also when the Tuner is interrupted, so later messages start a line)."""
         if self.bar is not None:
-            self.bar.close()
+            with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+                self.bar.close()

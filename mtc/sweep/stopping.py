@@ -1,0 +1,130 @@
+"""How a driver stops: the stop signals (Ctrl-C, SIGTERM, SIGHUP) raised as Stopped in its main
+thread, the exceptions that end a sweep early, and the one line and exit code each ends with.
+
+A stop signal must not end the process on the spot (SIGTERM's default, Ray's handler) or
+abort it (Ray's core worker's Abseil handler, exit 134): the driver stops Ray first, then
+closes its runs KILLED (mtc.sweep.driver.leave), and the same command resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+
+from mtc.store.disk import full_disk
+
+
+class SweepInterrupted(Exception):
+    """A stop signal ended the sweep; the message says how far it got and how to resume, and
+    ``exit_code`` is 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+
+    def __init__(self, message: str, exit_code: int = 130):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class SweepIncomplete(Exception):
+    """Some planned trials have no result (their Ray worker died and its retries ran out, or
+    their run could not be logged: a full disk, a store that refuses writes); the parent run
+    is FAILED and the message is one line saying why and how to resume."""
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal raised in the driver's main thread: Ctrl-C (SIGINT), SIGTERM (``kill``, a
+    scheduler's time limit, a container stop) or SIGHUP (the terminal closed). A subclass of
+    KeyboardInterrupt, so that Ray Tune stops on each as on Ctrl-C."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        self.signum = signal.Signals(signum)
+        super().__init__(self.signum.name)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def how(self) -> str:
+        return {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGHUP: "stopped by SIGHUP (the terminal closed)"}.get(
+            self.signum, f"stopped by {self.signum.name}")
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+RECEIVED: list[int] = []  # the stop signals received in this process, in order
+
+
+def raise_stopped(signum, frame):
+    RECEIVED.append(signum)
+    raise Stopped(signum)
+
+
+def as_stopped(error: KeyboardInterrupt) -> Stopped:
+    """The stop signal behind a KeyboardInterrupt: Ray's blocking calls turn whatever a signal
+    handler raised into a plain KeyboardInterrupt, so the last signal received says which."""
+    if isinstance(error, Stopped):
+        return error
+    return Stopped(RECEIVED[-1] if RECEIVED else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def signals_handled_by(handler, signals=STOP_SIGNALS):
+    """Within, ``signals`` go to ``handler`` in the main thread, except one this process ignores
+    (the shell ignores SIGINT for ``cmd &``, nohup SIGHUP: they stay ignored); the previous
+    handlers are restored afterwards. Nothing outside the main thread (Python takes signals
+    there only)."""
+    previous = {} if threading.current_thread() is not threading.main_thread() else {
+        signum: signal.signal(signum, handler) for signum in signals if signal.getsignal(signum) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def stop_signals():
+    """Within, SIGINT, SIGTERM and SIGHUP raise Stopped in the main thread, so the driver closes
+    its runs KILLED on each (SIGTERM and SIGHUP otherwise end the process on the spot, and
+    Ray's SIGTERM handler aborts it, see mtc.sweep.driver.ray_session)."""
+    return signals_handled_by(raise_stopped)
+
+
+def shielded():
+    """While a stopped or failed driver stops Ray and closes its runs, a further stop signal (a
+    second Ctrl-C) says so in one line and is otherwise ignored: the closing is not cut short."""
+
+    def closing(signum, frame):
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            print(f"{signal.Signals(signum).name}: still closing the sweep's runs; the driver exits after that",
+                  file=sys.stderr)
+
+    return signals_handled_by(closing)
+
+
+@contextlib.contextmanager
+def command_exits():
+    """Within, a sweep's or a study's end other than success becomes one line on stderr and its
+    exit code: a stop signal 128 + its number (130 for Ctrl-C), an incomplete sweep or a full
+    disk 1; any other error propagates (a bug: its traceback)."""
+    try:
+        yield
+    except SweepInterrupted as interrupted:
+        exit_with(str(interrupted), interrupted.exit_code)
+    except KeyboardInterrupt as error:  # a stop signal before any run existed
+        stopped = as_stopped(error)
+        exit_with(f"{stopped.how} before any MLflow run was created", stopped.exit_code)
+    except SweepIncomplete as incomplete:
+        exit_with(f"error: {incomplete}", 1)
+    except Exception as error:
+        disk = full_disk(error)
+        if disk is None:
+            raise
+        exit_with(f"error: {disk}; free space and run the same command again to resume (finished trials are kept)", 1)
+
+
+def exit_with(line: str, code: int):
+    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+        print(line, file=sys.stderr)
+    sys.exit(code)
