@@ -9,6 +9,7 @@ kernel, no mount needed), still runs."""
 
 import contextlib
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -271,3 +272,35 @@ def test_a_full_disk_mid_sweep_fails_the_parent_in_one_line_and_the_sweep_resume
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
     assert parent.info.status == "FINISHED" and len(keys) == 4 == len(set(keys))
     assert {r.info.status for r in children} == {"FINISHED"}
+
+
+def test_a_ray_worker_stopped_by_sigterm_exits_without_a_traceback():
+    """Ray stops its workers with SIGTERM at every shutdown; its own handler raised SystemExit
+    wherever the worker was (often a GC callback: "Exception ignored ... SystemExit" printed
+    after a successful sweep). The workers the driver starts take mtc's handler instead, and a
+    worker sent SIGTERM ends at once, silently."""
+    import ray
+
+    from mtc.sweep.driver import worker_runtime_env
+
+    @ray.remote
+    class Probe:
+        def handler(self):
+            return getattr(signal.getsignal(signal.SIGTERM), "__name__", ""), os.getpid()
+
+    folder = Path(tempfile.mkdtemp(prefix="mtc-test-ray-"))  # short: Ray's socket paths take at most 107 bytes
+    ray.init(address="local", num_cpus=1, include_dashboard=False, runtime_env=worker_runtime_env({}),
+             _temp_dir=str(folder))
+    try:
+        name, pid = ray.get(Probe.remote().handler.remote())
+        assert name == "exit_now"
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        errors = "".join(path.read_text() for path in folder.rglob(f"*{pid}*.err"))
+        assert "Exception ignored" not in errors and "SystemExit" not in errors
+    finally:
+        ray.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -388,11 +388,11 @@ def ray_session(run: Settings, worker_env: dict):
         stack.callback(ray.shutdown, wait_for_processes=True)  # before the temp folder goes
         if run.ray.local:
             ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
-                     include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": worker_env},
+                     include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
                      _temp_dir=temp_dir)
         else:
             try:
-                ray.init(address=run.ray.address, runtime_env={"env_vars": worker_env}, logging_level="ERROR")
+                ray.init(address=run.ray.address, runtime_env=worker_runtime_env(worker_env), logging_level="ERROR")
             except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
                 raise UnreachableError(join_error(run.ray.address, error)) from None
         # ray.init sets a SIGTERM handler that exits at once and its core worker Abseil's, which
@@ -401,6 +401,13 @@ def ray_session(run: Settings, worker_env: dict):
         if ours:
             signal.signal(signal.SIGTERM, raise_stopped)
         yield int(ray.cluster_resources().get("CPU", 1))
+
+
+def worker_runtime_env(worker_env: dict) -> dict:
+    """The Ray workers' environment: the driver's variables, and the hook that lets a worker
+    stopped by SIGTERM exit without a stray traceback (mtc.sweep.stopping)."""
+    return {"env_vars": worker_env,
+            "worker_process_setup_hook": "mtc.sweep.stopping.workers_exit_quietly_on_sigterm"}
 
 
 def join_error(address: str, error: Exception) -> str:

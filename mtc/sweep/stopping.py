@@ -128,3 +128,30 @@ def exit_with(line: str, code: int):
     with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
         print(line, file=sys.stderr)
     sys.exit(code)
+
+
+def workers_exit_quietly_on_sigterm() -> None:
+    """Ray's worker setup hook (``runtime_env["worker_process_setup_hook"]``, run in each
+    worker's main thread before its task loop): the SIGTERM handler Ray then installs
+    (``ray._private.utils.set_sigterm_handler`` in ``Worker.main_loop``) raises SystemExit at
+    whatever bytecode the worker is running, often a garbage-collection callback, where Python
+    prints "Exception ignored … SystemExit" and goes on. Ray stops its workers with SIGTERM at
+    every ``ray.shutdown``, so successful sweeps printed that traceback; here the worker exits
+    at once instead. Nothing is lost: a trial's run is logged before its result reaches Tune,
+    and a worker stopped mid-trial is what a SIGTERM means either way."""
+    import os
+
+    import ray._private.utils as ray_utils
+
+    install = ray_utils.set_sigterm_handler
+
+    def set_sigterm_handler(handler):
+        def exit_now(signum, frame):
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(1)
+
+        install(exit_now)
+
+    ray_utils.set_sigterm_handler = set_sigterm_handler
