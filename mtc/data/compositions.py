@@ -52,12 +52,50 @@ def balanced_sample(rng: np.random.Generator, labels: np.ndarray, total: int | N
     return np.sort(np.concatenate(picks))
 
 
+RANDOM_TRIES = 1000  # redraws allowed for a random sample that misses a class
+
+
+def random_sample(rng: np.random.Generator, labels: np.ndarray, total: int | None) -> np.ndarray:
+    """Sorted row indices: ``total`` rows uniformly at random without replacement, given that
+    every class has a row (a draw that misses one is redrawn from ``rng``); all rows when
+    total is None. The class proportions follow the task's, as in a plain random pick."""
+    if total is None:
+        return np.arange(len(labels))
+    classes = np.unique(labels)
+    if not len(classes) <= total <= len(labels):
+        raise InputError(f"samples_per_task={total} must be between the {len(classes)} classes and the "
+                         f"{len(labels)} samples of a task (sampling=random); use a size in that range or null")
+    for _ in range(RANDOM_TRIES):
+        rows = rng.choice(len(labels), total, replace=False)
+        if np.unique(labels[rows]).size == len(classes):
+            return np.sort(rows)
+    raise InputError(f"samples_per_task={total} with sampling=random missed a class in {RANDOM_TRIES} draws; "
+                     "use a larger samples_per_task or sampling=balanced")
+
+
+SAMPLERS = {"balanced": balanced_sample, "random": random_sample}
+
+
+def check_sampling(sampling: str) -> None:
+    """``sampling`` names a sampler, checked before a builder reads its corpus."""
+    if sampling not in SAMPLERS:
+        raise InputError(f"data.params.sampling must be one of {', '.join(SAMPLERS)}, got {sampling!r}")
+
+
+def sample_rows(rng: np.random.Generator, labels: np.ndarray, total: int | None, sampling: str) -> np.ndarray:
+    """The rows of one task's draw: ``balanced`` (total // n_classes per class, the default) or
+    ``random`` (uniform over the task, every class present)."""
+    return SAMPLERS[sampling](rng, labels, total)
+
+
 def build_webkb(paths, *, universities: list[str], classes: dict[str, list[str]], text: dict,
                 drop_empty: bool = True, samples_per_task: int | None = None, seed: int = 0,
-                keep_http_header: bool = False) -> dict:
+                keep_http_header: bool = False, sampling: str = "balanced") -> dict:
     """Tasks = universities; a class may merge raw WebKB classes (project vs personal).
     ``keep_http_header`` keeps each page's HTTP header lines as text (server, dates, content
-    type): not the documented rule, a variant of the WebKB4 fidelity study (docs/results/mtcmrl.md)."""
+    type): not the documented rule, a variant of the WebKB4 fidelity study (docs/results/mtcmrl.md).
+    ``samples_per_task`` draws that many pages per university as ``sampling`` says (sample_rows)."""
+    check_sampling(sampling)
     raw_classes = sorted({c for members in classes.values() for c in members})
     pages = read_webkb(paths["webkb"], tuple(raw_classes), tuple(universities), keep_http_header)
     rng = np.random.default_rng(seed)
@@ -69,7 +107,7 @@ def build_webkb(paths, *, universities: list[str], classes: dict[str, list[str]]
                 found = pages.get((university, raw), [])
                 docs += [text_ for _, text_ in found]
                 labels += [label] * len(found)
-        rows = balanced_sample(rng, np.array(labels), samples_per_task)
+        rows = sample_rows(rng, np.array(labels), samples_per_task, sampling)
         task_docs.append((university, [docs[i] for i in rows], [labels[i] for i in rows], tuple(classes)))
     return {"task_docs": task_docs, "text": text, "drop_empty": drop_empty}
 
@@ -94,12 +132,13 @@ def build_reuters(paths, *, tasks: dict[str, list[str]], text: dict, modapte: bo
 
 def build_newsgroups(paths, *, tasks: list[dict], text: dict, splits: list[str] = ("train", "test"),
                      per_class: int | None = None, samples_per_task: int | None = None, seed: int = 0,
-                     strip_headers: bool = True, drop_empty: bool = True) -> dict:
+                     strip_headers: bool = True, drop_empty: bool = True, sampling: str = "balanced") -> dict:
     """Tasks over newsgroups. Per task: ``groups``; ``labels`` "group" (default) or "top"
     (the top category, e.g. comp); ``part: [i, n]`` keeps the i-th of n random parts of the
     pooled documents (NG1). ``per_class`` samples that many posts per group once, shared by
-    every task that uses the group (NG2, NG3); ``samples_per_task`` then subsamples each task
-    evenly over its classes (SMT-NMF)."""
+    every task that uses the group (NG2, NG3); ``samples_per_task`` then subsamples each task,
+    evenly over its classes or as ``sampling`` says (sample_rows; SMT-NMF)."""
+    check_sampling(sampling)
     groups = sorted({g for task in tasks for g in task["groups"]})
     posts = dict(read_newsgroups(paths["20news"], tuple(groups), tuple(splits), strip_headers))  # a copy: read-only
     rng = np.random.default_rng(seed)
@@ -122,7 +161,7 @@ def build_newsgroups(paths, *, tasks: list[dict], text: dict, splits: list[str] 
             order = np.random.default_rng([seed, parts]).permutation(len(docs))
             rows = np.sort(np.array_split(order, parts)[index])
         else:
-            rows = balanced_sample(rng, labels, samples_per_task)
+            rows = sample_rows(rng, labels, samples_per_task, sampling)
         task_docs.append((task["name"], [docs[i] for i in rows], labels[rows].tolist(), tuple(names)))
     return {"task_docs": task_docs, "text": text, "drop_empty": drop_empty}
 
@@ -171,19 +210,21 @@ def build_handdigits(paths, *, mnist_counts: list[int], usps_counts: list[int], 
 
 def build_matfiles(paths, *, tasks: dict[str, dict], class_names: list[str], tfidf: bool,
                    l2_normalize: bool = True, samples_per_task: int | None = None, drop_unused_terms: bool = False,
-                   seed: int = 0) -> MultiTaskDataset:
+                   seed: int = 0, sampling: str = "balanced") -> MultiTaskDataset:
     """Preprocessed two-class problems (.mat, term counts): per task the raw-file key and
     variable names. Weights: tf-idf over all tasks or the stored counts, rows L2-normalised
     unless ``l2_normalize`` is False (``tfidf: false, l2_normalize: false``: the raw counts).
-    ``samples_per_task`` draws that many rows per task evenly over the classes;
+    ``samples_per_task`` draws that many rows per task, evenly over the classes or as
+    ``sampling`` says (sample_rows);
     ``drop_unused_terms`` then keeps only the terms the drawn rows contain (a vocabulary per
     draw, SMT-NMF Table 2), in the stored column order."""
+    check_sampling(sampling)
     rng = np.random.default_rng(seed)
     matrices, labels = [], []
     for spec in tasks.values():
         mat = scipy.io.loadmat(paths[spec["file"]])
         y = np.asarray(mat[spec["labels"]]).ravel().astype(int) - 1  # stored as 1/2
-        rows = balanced_sample(rng, y, samples_per_task)
+        rows = sample_rows(rng, y, samples_per_task, sampling)
         matrices.append(sp.csr_matrix(mat[spec["data"]], dtype=np.float64)[rows])
         labels.append(y[rows])
     counts = sp.vstack(matrices, format="csr")
