@@ -237,6 +237,67 @@ def test_rows_with_zero_weight_stay_alive_and_freeze_keeps_them(small):
         np.testing.assert_allclose(s.record_.traces["gamma"], s.lambda2_ / 2)
 
 
+def planted_lengths(seed=0, n=40, d=20):
+    """Two tasks of two planted clusters (terms 0-9 and 10-19). Rows alternate clean (the
+    cluster's profile) and noisy (half profile, half uniform noise), and independently short
+    (x 1) or long (x 6): on counts a long row's loss is ~36 times a short one's."""
+    rng = np.random.default_rng(seed)
+    profile = np.zeros((2, d))
+    profile[0, : d // 2] = profile[1, d // 2:] = 1.0
+    tasks = []
+    for _ in range(2):
+        y = np.arange(n) % 2
+        noisy = (np.arange(n) // 2) % 2 == 1
+        long = np.arange(n) // 4 % 2 == 1
+        rows = profile[y] * (1 + 0.05 * rng.random((n, d)))
+        rows[noisy] = 0.5 * rows[noisy] + rng.random((noisy.sum(), d))
+        tasks.append(rows * np.where(long, 6.0, 1.0)[:, None])
+    return tasks, noisy, long
+
+
+def test_l2_selection_ignores_length_where_counts_take_the_short_rows():
+    tasks, noisy, long = planted_lengths()
+    assert noisy.sum() == long.sum() == 20 and np.count_nonzero(noisy & long) == 10  # independent
+    kw = dict(n_clusters=2, n_components=2, warm_start_iter=10, round_max_iter=10, random_state=0)
+    counts = SPMTCh(**kw).fit(tasks)
+    l2 = SPMTCh(selection_rows="l2", **kw).fit(tasks)
+    # first round (q = 0.5): counts takes 19 short rows of 20 in each task, l2 half long ones
+    np.testing.assert_array_equal(counts.record_.traces["selected_long"][0], [0.05, 0.05])
+    assert np.all(np.abs(l2.record_.traces["selected_long"][0] - 0.5) <= 0.1)
+    assert np.all(counts.record_.traces["loss_length_spearman"][0] > 0.8)
+    assert np.all(np.abs(l2.record_.traces["loss_length_spearman"][0]) < 0.3)
+    L = l2.selection_losses([np.array([1.0, 8.0, 9.0, 4.0])], [np.array([1.0, 4.0, 9.0, 0.0])])[0]
+    np.testing.assert_allclose(L, [1.0, 2.0, 1.0, 4.0])  # the empty row divided by the smallest non-zero
+    for fit in (counts, l2):  # both still recover the planted clusters on the counts
+        assert all(accuracy(np.arange(40) % 2, labels) == 1.0 for labels in fit.labels_)
+
+
+def test_l2_selection_is_the_printed_route_when_rows_have_one_length(small):
+    tasks, _ = small
+    unit = [sp.csr_matrix(sp.diags(1.0 / np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())) @ X) for X in tasks]
+    # ||x||^2 = 1 up to rounding: hard weights select the same rows (same bits), soft weights
+    # differ only by the rounding of L / ||x||^2
+    for solver, rtol in ((SPMTCh, 0.0), (SPMTCs, 1e-9)):
+        kw = dict(n_clusters=3, n_components=3, warm_start_iter=4, round_max_iter=5, random_state=2)
+        a, b = solver(**kw).fit(unit), solver(selection_rows="l2", **kw).fit(unit)
+        for Pa, Pb in zip(a.P_, b.P_):
+            np.testing.assert_allclose(Pa, Pb, rtol=rtol, atol=0)
+        np.testing.assert_array_equal(a.record_.traces["selected"], b.record_.traces["selected"])
+    assert SPMTCh().selection_rows == SPMTCs().selection_rows == "counts"  # the printed ranking stays the default
+
+
+def test_freeze_is_the_default_and_the_printed_update_stays_reachable(small):
+    # issue 34: freeze helped across the six problems (mtc/methods/spmtc.py, SPMTCh)
+    tasks, _ = small
+    assert SPMTCh().unselected_rows == SPMTCs().unselected_rows == "freeze"
+    kw = dict(n_clusters=3, n_components=3, warm_start_iter=3, round_max_iter=5, random_state=1)
+    default, freeze, update = (SPMTCh(**kw).fit(tasks), SPMTCh(unselected_rows="freeze", **kw).fit(tasks),
+                               SPMTCh(unselected_rows="update", **kw).fit(tasks))
+    for a, b in zip(default.P_, freeze.P_):
+        np.testing.assert_array_equal(a, b)
+    assert not all(np.array_equal(a, b) for a, b in zip(default.P_, update.P_))
+
+
 def test_planted_clusters_are_recovered():
     data = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=30, seed=1)
     fit = LSSMTC(n_clusters=3, w_update="eigen", random_state=0).fit(data.matrices)
@@ -252,6 +313,8 @@ def test_bad_input_is_rejected():
         SPMTCh(n_components=6).fit([X])
     with pytest.raises(ValueError, match="The 'lambda_' parameter of LSSMTC must be a float in the range"):
         LSSMTC(lambda_=1.5).fit([X])
+    with pytest.raises(ValueError, match="The 'selection_rows' parameter of SPMTCh must be a str among"):
+        SPMTCh(selection_rows="tfidf").fit([X])
 
 
 def test_asi_is_lssmtc_with_lambda_zero_on_each_task_alone(small):
