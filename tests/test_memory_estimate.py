@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from mtc.errors import InputError
 from mtc.methods.kmeans import PooledKMeans
 from mtc.methods.memory import Shapes, check_sweep_memory, estimate_peak_bytes
+from mtc.methods.mkc import SMKC
 from mtc.methods.mtcmrl import MTCMRL
 from mtc.methods.smtnmf import SMTNMF
 from mtc.methods.snmf import PooledSymmetricNMF, SymmetricNMF
@@ -31,6 +32,7 @@ SOLVERS = {
     "mtcmrl": lambda: MTCMRL(n_clusters=[4, 4], max_iter=2),
     "smtnmf-dense": lambda: SMTNMF(n_clusters=4, route="dense", max_iter=3),
     "smtnmf-implicit": lambda: SMTNMF(n_clusters=4, route="implicit", max_iter=3),
+    "smkc-sparse": lambda: SMKC(n_clusters=[4, 4], max_iter=3),  # the N x N union kernel, rows kept sparse
 }
 
 

@@ -185,9 +185,14 @@ def mbc_bytes(shapes: Shapes, params: dict) -> int:
 
 
 def mkc_bytes(shapes: Shapes, params: dict) -> int:
-    """S-MKC / MKC (measured: 5 N d for dense rows up to n = 2000 per task, linear in n there):
-    feature-sized temporaries of the stacked rows and one task's n x n kernel."""
+    """S-MKC / MKC. Dense rows (measured: 5 N d up to n = 2000 per task, linear in n there):
+    feature-sized temporaries of the stacked rows and one task's n x n kernel. Sparse rows are
+    never densified (mtc.numerics.kernels.union_kernel): the stacked CSR copy and the N x N
+    union kernel with its squared distances (two N x N arrays; 20NG's ng3, N = 15,177 rows of
+    85,832 terms, would be 52 GB as dense rows, 3.7 GB this way)."""
     N = sum(shapes.n)
+    if shapes.sparse:
+        return SPARSE * 2 * sum(shapes.nnz) + FLOAT * 2 * N ** 2 + KMEANS_OVERHEAD
     return FLOAT * (5 * N * shapes.d + max(shapes.n) ** 2) + KMEANS_OVERHEAD
 
 
