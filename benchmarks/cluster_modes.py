@@ -30,7 +30,8 @@ from pathlib import Path
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # before Ray is imported: it caches the token
 os.environ["RAY_AUTH_MODE"] = "token"
 
-from mtc import stack, tracking  # noqa: E402
+from mtc import stack  # noqa: E402
+from mtc.store import run_writer, tracking  # noqa: E402
 from mtc.cli import compose_config  # noqa: E402
 from mtc.config import Trial, settings  # noqa: E402
 from mtc.stack.loopback import LoopbackCluster, free_port, loopback_cluster, wait_for_nodes  # noqa: E402
@@ -80,10 +81,9 @@ def log_one(client, experiment_id: str, parent_id: str, trial: Trial, outcome, p
             task_names: list[str]) -> float:
     start = time.perf_counter()
     tracking.earlier_runs(client, experiment_id, parent_id, trial.label)
-    run = tracking.create_trial_run(client, experiment_id, parent_id, trial, {"mtc.benchmark": "logging"},
-                                    int(time.time() * 1000))
-    tracking.log_trial(client, run.info.run_id, run.info.artifact_uri, outcome, params, task_names)
-    client.set_terminated(run.info.run_id, "FINISHED")
+    record = tracking.trial_record(parent_id, trial, {"mtc.benchmark": "logging"}, int(time.time() * 1000), outcome,
+                                   params, task_names)
+    run_writer.write_runs(client, experiment_id, parent_id, [record])
     return time.perf_counter() - start
 
 

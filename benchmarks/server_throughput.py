@@ -31,8 +31,8 @@ One stack is started in a fresh folder under /var/tmp (the postgres user reaches
 once, each with its own MlflowClient. For each configuration the script waits until the
 1-minute load average is below ``--max-load`` (polled every 30 s, at most ``--load-wait`` s),
 runs every worker for 3 s unmeasured (warming the server), then for each W the first W workers each repeat, for ``--duration`` s, what a sweep's worker
-does per trial (mtc.sweep.driver.fit_and_log, one BLAS thread): ``run_trial`` of symmetric NMF on a
-small synthetic dataset, then ``create_trial_run``, the logging and ``set_terminated``.
+does per trial (mtc.sweep.driver.fit_trial then write_fitted, one BLAS thread, here one trial per
+write): ``run_trial`` of symmetric NMF on a small synthetic dataset, then ``run_writer.write_runs``.
 Everything it started (workers, servers, PostgreSQL, the folder) is stopped and removed at
 the end, also on error.
 
@@ -66,7 +66,7 @@ from mtc.methods.snmf import SymmetricNMF
 from mtc.numerics.cache import Cache
 from mtc.stack import server as stack
 from mtc.stack.loopback import free_port
-from mtc.store import tracking
+from mtc.store import run_writer, tracking
 from mtc.store.preflight import process_env
 from mtc.trial import run_trial, trial_params
 
@@ -165,11 +165,16 @@ def worker(index: int, samples_per_cluster: int, tasks, results) -> None:
                     began = time.perf_counter()
                     outcome = run_trial(dataset, prototype, trial, cache)
                     fitted = time.perf_counter()
-                    run = tracking.create_trial_run(client, experiment_id, parent_id, trial, tags, start_ms)
-                    log_trial = tracking.log_trial if logging == "batched" else log_trial_per_value
-                    log_trial(client, run.info.run_id, run.info.artifact_uri, outcome,
-                              trial_params(METHOD, prototype, trial, data_config), dataset.task_names)
-                    client.set_terminated(run.info.run_id, "FINISHED")
+                    config = trial_params(METHOD, prototype, trial, data_config)
+                    if logging == "batched":
+                        run_writer.write_runs(client, experiment_id, parent_id, [tracking.trial_record(
+                            parent_id, trial, tags, start_ms, outcome, config, dataset.task_names)])
+                    else:
+                        run = client.create_run(experiment_id, start_time=start_ms, run_name=trial.name,
+                                                tags=tracking.trial_tags(parent_id, trial, tags))
+                        log_trial_per_value(client, run.info.run_id, run.info.artifact_uri, outcome, config,
+                                            dataset.task_names)
+                        client.set_terminated(run.info.run_id, "FINISHED")
                     fit += fitted - began
                     log += time.perf_counter() - fitted
                     trials += 1

@@ -10,7 +10,11 @@
    trials), the store per trial (mlflow.db plus artifacts) and the time to run the finished
    study again (no Ray);
 3. with ``--reuters``, the README's sweep (MTCMRL on Reuters, 250 trials) tracked, and its
-   store per trial.
+   store per trial;
+4. with ``--server``, the tracked study once more against a tracking server (mtc.stack:
+   PostgreSQL + ``mlflow server``, started in a fresh folder under /var/tmp on free ports and
+   stopped at the end): its wall time, ratio and platform time per trial (the store is
+   PostgreSQL's and the server's artifact folder, not measured).
 
 Run it on a quiet machine: both sides use every CPU.
 """
@@ -18,7 +22,9 @@ Run it on a quiet machine: both sides use every CPU.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,19 +41,22 @@ def store_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def store_overrides(folder: Path) -> list[str]:
+def store_overrides(folder: Path, server: str | None = None) -> list[str]:
+    if server:
+        return [f"output_dir={folder / 'outputs'}", f"mlflow.tracking_uri={server}"]
     return [f"output_dir={folder / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}",
             f"mlflow.artifact_root={folder / 'mlartifacts'}"]
 
 
-def tracked(study: reproduce.Study, folder: Path) -> tuple[float, int, float]:
-    """Run the study into a fresh store; returns wall seconds, trials and the rerun's seconds."""
-    plans = reproduce.plan_study(study, store_overrides(folder), [])
+def tracked(study: reproduce.Study, folder: Path, server: str | None = None) -> tuple[float, int, float]:
+    """Run the study into a fresh store (SQLite in ``folder``, else the ``server``'s fresh
+    database); returns wall seconds, trials and the rerun's seconds."""
+    plans = reproduce.plan_study(study, store_overrides(folder, server), [])
     start = time.perf_counter()
     reproduce.run_study(study, plans)
     wall = time.perf_counter() - start
     start = time.perf_counter()
-    again = reproduce.run_study(study, reproduce.plan_study(study, store_overrides(folder), []))
+    again = reproduce.run_study(study, reproduce.plan_study(study, store_overrides(folder, server), []))
     assert not again["ray_started"]
     return wall, sum(len(p.trials) for p in plans), time.perf_counter() - start
 
@@ -74,6 +83,7 @@ def main() -> None:
                                                           "smtnmf_reuters_orgs_vs_places",
                                                           "smtnmf_reuters_people_vs_places"])
     parser.add_argument("--reuters", action="store_true", help="also the README's MTCMRL sweep on Reuters")
+    parser.add_argument("--server", action="store_true", help="also the tracked study against a tracking server")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="mtc-tracking-cost-"))
     plain_wall, plain_trials = untracked(args.problems, base / "untracked")
@@ -93,7 +103,29 @@ def main() -> None:
         size = store_bytes(base / "reuters" / "mlartifacts") + (base / "reuters" / "mlflow.db").stat().st_size
         print(f"MTCMRL on Reuters: {trials} trials in {wall:.1f} s wall (Ray start included); store per trial "
               f"{size / trials / 1024:.1f} KB; run again: {rerun:.2f} s, no Ray")
+    if args.server:
+        on_server(smtnmf_table(args.problems), plain_wall)
     print(f"stores in {base}")
+
+
+def on_server(study: reproduce.Study, plain_wall: float) -> None:
+    """The tracked study against a fresh mtc.stack server; prints its wall time and platform cost."""
+    from mtc.stack import server as stack
+    from mtc.stack.loopback import free_port
+
+    root = Path(tempfile.mkdtemp(prefix="mtc-tracking-cost-server-", dir="/var/tmp"))
+    os.chmod(root, 0o755)  # the postgres user reaches the stack folder
+    try:
+        running = stack.start(root / "stack", port=free_port(), db_port=free_port())
+        wall, trials, rerun = tracked(study, root / "tracked", running.tracking_uri)
+    finally:
+        stack.stop(root / "stack")
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"SMT-NMF Table 5 against the tracking server {running.tracking_uri} (mtc.stack, PostgreSQL)")
+    print(f"  tracked:   {trials} trials in {wall:.1f} s wall (one study: one Ray session, one Tuner)")
+    print(f"  ratio tracked / untracked: {wall / plain_wall:.2f}")
+    print(f"  platform time per trial: {1000 * (wall - plain_wall) / trials:.1f} ms")
+    print(f"  the finished study run again: {rerun:.2f} s, no Ray")
 
 
 if __name__ == "__main__":

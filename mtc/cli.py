@@ -58,6 +58,49 @@ def compose_config(overrides: list[str] = ()):
     return cfg
 
 
+class Composer:
+    """``compose_config`` for many override lists that differ mostly in values (a study's
+    sweeps). Hydra composes each distinct set of config-group choices and ``hydra.*``
+    overrides once (about 0.13 s); a list's value overrides are then applied to a copy of
+    that config by Hydra's own override code, as a full compose applies them after merging
+    the defaults (about 0.01 s). A value override Hydra cannot apply goes through the full
+    compose, for its one-line error. Only ``runtime.choices`` of the ``hydra`` node is kept
+    up to date (what ``${hydra:runtime.choices.X}`` reads); the node is dropped, as in
+    ``compose_config``."""
+
+    def __init__(self):
+        self._bases: dict[tuple[str, ...], object] = {}
+
+    def __call__(self, overrides: list[str]):
+        import copy
+
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.errors import HydraException
+        from omegaconf import open_dict
+
+        try:
+            parsed = OverridesParser.create().parse_overrides(list(overrides))
+        except HydraException:
+            return compose_config(overrides)
+        folders = search_path(list(overrides))
+        chooses = [o for o in parsed if o.is_hydra_override() or o.package is not None
+                   or any((folder / o.key_or_group).is_dir() for folder in folders)]
+        key = tuple(o.input_line for o in chooses)
+        if key not in self._bases:
+            self._bases[key] = composed_with_hydra(list(key))
+        cfg = copy.deepcopy(self._bases[key])
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if o not in chooses], cfg)
+        except HydraException:
+            return compose_config(overrides)
+        HydraConfig.instance().set_config(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        return cfg
+
+
 def composed_with_hydra(overrides: list[str]):
     """The composed config with its ``hydra`` node (HydraConfig set); Hydra's errors as one
     InputError line."""

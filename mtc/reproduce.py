@@ -41,7 +41,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from mtc import CONF_DIR
-from mtc.cli import compose_config, fail
+from mtc.cli import Composer, fail
 from mtc.config import settings
 from mtc.errors import InputError
 from mtc.store import preflight, tracking
@@ -133,12 +133,12 @@ def selected(run, only: list[str]) -> bool:
 
 
 def plan_study(study: Study, overrides: list[str], only: list[str]) -> list:
-    """Every selected sweep's SweepPlan (config checked, data loaded), one per sweep name."""
+    """Every selected sweep's SweepPlan (config checked, data hashed), one per sweep name."""
     from mtc.sweep.driver import plan_sweep
 
-    runs, names = [], {}
+    runs, names, compose = [], {}, Composer()
     for sweep in study.sweeps:
-        run = settings(compose_config([*sweep, *overrides, *DRIVER_SETTINGS]))
+        run = settings(compose([*sweep, *overrides, *DRIVER_SETTINGS]))
         if run.sweep.name in names:  # the same sweep listed twice (two papers share it) runs once
             if names[run.sweep.name][1] != run.resolved:
                 raise InputError(f"study {study.name!r}: two different sweeps are named {run.sweep.name!r} "
@@ -157,13 +157,16 @@ def finished_counts(plans: list) -> dict[str, int]:
     uri, experiment = plans[0].run.tracking.uri, plans[0].run.tracking.experiment
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
         return {plan.name: 0 for plan in plans}
+    from mtc.sweep.driver import marked_all_finished, stored_parent
+
     client = tracking.client_for(uri)
     found = client.get_experiment_by_name(experiment)
     counts = {}
     for plan in plans:
-        from mtc.sweep.driver import stored_parent
-
         parent = stored_parent(client, found.experiment_id, plan) if found else None
+        if parent is not None and marked_all_finished(parent, plan):
+            counts[plan.name] = len(plan.trials)
+            continue
         done = set() if parent is None else {
             run.data.tags.get(tracking.TRIAL_KEY_TAG)
             for run in tracking.find_runs(client, found.experiment_id, **{tracking.PARENT_TAG: parent.info.run_id})
@@ -172,9 +175,21 @@ def finished_counts(plans: list) -> dict[str, int]:
     return counts
 
 
+def check_unfinished(plans: list) -> dict[str, int]:
+    """finished_counts, once every sweep with a trial left to run passed check_plan (its data
+    loads, its trials fit in memory): what running it needs, found before anything is created."""
+    from mtc.sweep.driver import check_plan
+
+    counts = finished_counts(plans)
+    for plan in plans:
+        if counts[plan.name] < len(plan.trials):
+            check_plan(plan)
+    return counts
+
+
 def dry_run(study: Study, plans: list, only: list[str]) -> None:
     """List the sweeps with their trial counts and what is already finished, and the compares."""
-    counts = finished_counts(plans)
+    counts = check_unfinished(plans)
     width = max(len(plan.name) for plan in plans)
     for plan in plans:
         done, total = counts[plan.name], len(plan.trials)
@@ -204,6 +219,7 @@ def run_study(study: Study, plans: list, force_compare: bool = False, compare_ro
 def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Path) -> dict:
     from mtc.sweep.driver import (
         TunerOutcome,
+        check_plan,
         complete,
         finish_sweep,
         leave,
@@ -220,6 +236,7 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
     worker_env = preflight.process_env()
     first = replace(first, ray=replace(first.ray, address=preflight.check_ray(first.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(first.tracking.uri)
+    check_unfinished(plans)
     for plan in plans:
         plan.output_dir.mkdir(parents=True, exist_ok=True)
     outcome = {"ran": [], "finished": [], "ray_started": False, "compared": []}
@@ -239,6 +256,8 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
             else:
                 outcome["finished"].append(plan.name)
         print(f"study {study.name}: {len(plans)} sweeps, {len(outcome['finished'])} finished, {len(todo)} to run")
+        for plan in todo:  # checked above unless its runs changed since (another driver): cheap when loaded
+            check_plan(plan)
         if todo:
             with ray_session(first, worker_env) as cpus:
                 outcome["ray_started"] = True
@@ -316,6 +335,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--compare-root", type=Path, default=Path("."),
                         help="the folder the compare folders are relative to (default: here)")
     args, overrides = parser.parse_known_args(argv)
+    # --only takes every token after it; the overrides written after it (key=value: no sweep,
+    # method, label or data name holds "=") are overrides, not names
+    overrides += [token for token in args.only if "=" in token]
+    args.only = [token for token in args.only if "=" not in token]
     bad = [arg for arg in overrides if "=" not in arg]
     if bad:
         parser.error(f"not a Hydra override (key=value): {' '.join(bad)}")

@@ -76,7 +76,8 @@ def test_corrupt_cache_is_reported_once_and_rebuilt(cache_dir, capsys, corrupt):
                         r"rebuilding it", lines[0]), lines[0]
     assert_same(again, original)
 
-    assert [p.name for p in cache_dir.iterdir()] == [path.name]  # rewritten in place, no temp files
+    # rewritten in place, no temp files; the content hash remembered beside it
+    assert sorted(p.name for p in cache_dir.iterdir()) == [path.name, cache.hash_memo_path(path).name]
     rewritten = path.read_bytes()
     assert len(rewritten) == len(good) and rewritten != bad
     assert_same(cache.load(path), original)
@@ -136,3 +137,24 @@ def test_writes_are_atomic_and_leave_no_temporary_files(tmp_path, monkeypatch):
         writer.join()
     assert [p.name for p in tmp_path.iterdir()] == ["x.npz"]
     assert cache.load(path).meta["label"] in (0, 1)
+
+
+def test_the_content_hash_is_remembered_beside_the_cache_file_while_its_bytes_stay(cache_dir):
+    """``<file>.hash`` holds the dataset's content hash with the stamp of the bytes it was
+    computed from: read without the dataset, forgotten when the file is rewritten."""
+    from mtc.cli import compose_config
+    from mtc.data.spec import data_spec
+
+    spec = data_spec(compose_config(["data=comp_vs_sci"]).data)
+    assert spec.remembered_hashes([0]) is None  # never loaded
+    dataset = spec.load()
+    [(content_hash, key)] = spec.remembered_hashes([0, 1, 2])  # one dataset for every seed
+    assert content_hash == dataset.content_hash() and key == dataset.meta["cache_key"]
+    [cached] = cache_dir.glob("*.npz")
+    other = MultiTaskDataset(dataset.name, dataset.tasks[:1], dataset.meta)
+    cache.save(other, cached)  # the same file, other bytes: the memo's stamp no longer matches
+    assert spec.remembered_hashes([0]) is None
+    assert_same(spec.load(), other)  # read from the file, its hash remembered again
+    assert spec.remembered_hashes([0]) == [(other.content_hash(), key)]
+    cache.hash_memo_path(cached).write_text("garbage")
+    assert spec.remembered_hashes([0]) is None

@@ -166,3 +166,27 @@ def test_a_key_the_config_does_not_have_says_what_to_write(overrides, message):
     with pytest.raises(InputError) as raised:
         compose(overrides)
     assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+def test_the_study_composer_gives_hydras_config_for_every_kind_of_study_sweep():
+    """mtc.cli.Composer (one Hydra compose per set of group choices, the values applied to a
+    copy) against a full Hydra compose, on a sample of every paper study's sweeps (sizes,
+    sweep names from ${hydra:runtime.choices.method}, ++ additions, experiments) and a value
+    override the config does not have (the full compose's one-line error)."""
+    from omegaconf import OmegaConf
+
+    from mtc.cli import Composer, compose_config
+    from mtc.errors import InputError
+    from mtc.reproduce import DRIVER_SETTINGS, load_study
+
+    composer = Composer()
+    sweeps = load_study("all").sweeps
+    sample = sweeps[::23]
+    assert len(sample) >= 20 and len({s for sweep in sample for s in sweep if s.startswith("+experiment=")}) >= 5
+    for sweep in sample:
+        overrides = [*sweep, "sweep.seeds_per_trial=3", *DRIVER_SETTINGS]
+        fast = OmegaConf.to_container(composer(overrides), resolve=True)
+        full = OmegaConf.to_container(compose_config(overrides), resolve=True)
+        assert fast == full, sweep
+    with pytest.raises(InputError, match="unknown setting 'sweep.repets'"):
+        composer([*sample[0], "sweep.repets=3"])

@@ -191,7 +191,7 @@ def test_the_cache_is_hit_on_a_second_load_and_missed_after_a_file_changes(tmp_p
     paths = write_tasks(tmp_path, "csv", labelled=True)
     params = {"paths": paths, "label_column": "label"}
     first = load_dataset("mine", "files", params, cache_dir=str(tmp_path / "cache"))
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [f"mine-{first.meta['cache_key']}.npz"]
+    assert [p.name for p in (tmp_path / "cache").glob("*.npz")] == [f"mine-{first.meta['cache_key']}.npz"]
     build = files.build_files
     monkeypatch.setattr(files, "build_files", lambda **kwargs: pytest.fail("rebuilt although cached"))
     again = load_dataset("mine", "files", params, cache_dir=str(tmp_path / "cache"))
@@ -202,7 +202,7 @@ def test_the_cache_is_hit_on_a_second_load_and_missed_after_a_file_changes(tmp_p
     changed = load_dataset("mine", "files", params, cache_dir=str(tmp_path / "cache"))
     assert changed.meta["cache_key"] != first.meta["cache_key"]
     np.testing.assert_array_equal(changed.tasks[1].X, X2 + 1)
-    assert len(list((tmp_path / "cache").iterdir())) == 2
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 2
 
 
 def test_tasks_without_labels_are_cached_without_labels(tmp_path, monkeypatch):

@@ -84,3 +84,23 @@ def test_text_raw_counts_keep_the_pages_and_the_columns():
     for c, w in zip(counts.tasks, weights.tasks):
         assert (c.X.data == np.round(c.X.data)).all() and c.X.data.min() >= 1  # counts, unscaled
         assert ((c.X != 0) != (w.X != 0)).nnz == 0  # the same pages and terms, in the same columns
+
+
+def test_a_sweep_planned_again_is_keyed_from_the_remembered_hashes_without_loading_its_draws(tmp_path, monkeypatch):
+    """The second plan of a per-seed sweep finds every draw's hash beside the processed cache:
+    the same tags and key as the plan that loaded the draws, and no draw read until used."""
+    from mtc.config import settings
+    from mtc.data import cache
+    from mtc.sweep.driver import plan_sweep
+
+    monkeypatch.setenv("MTC_CACHE_DIR", str(tmp_path / "cache"))
+    run = settings(compose_config(["method=kmeans", "data=webkb_pp", "data.params.samples_per_task=20", "sweep.repeats=3",
+                                   f"output_dir={tmp_path / 'out'}", f"mlflow.artifact_root={tmp_path / 'art'}"]))
+    first = plan_sweep(run)
+    assert "datasets" not in first.__dict__ and first.loaded is not None and len(first.loaded) == 3
+    assert first.tags["mtc.data_draws"] == "3"
+    monkeypatch.setattr(cache, "load_or_none", lambda path: pytest.fail(f"read {path}"))
+    again = plan_sweep(run)
+    assert (again.key, again.tags) == (first.key, first.tags) and again.loaded is None
+    monkeypatch.undo()
+    assert [d.content_hash() for d in again.datasets.values()] == [d.content_hash() for d in first.loaded.values()]

@@ -45,3 +45,18 @@ def test_bad_label_arrays_are_rejected():
         score_task(np.zeros(3, int), np.zeros(4, int))
     with pytest.raises(ValueError, match="empty"):
         accuracy(np.array([], int), np.array([], int))
+
+
+@pytest.mark.parametrize("n_classes, n_clusters, n_samples", [(2, 2, 40), (4, 3, 160), (3, 5, 7), (1, 1, 5), (1, 3, 9),
+                                                              (3, 1, 9), (20, 20, 2000)])
+def test_the_one_table_scores_equal_scikit_learns_scorers_to_the_last_bit(n_classes, n_clusters, n_samples):
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(n_samples)
+    for _ in range(20):
+        truth = rng.integers(0, n_classes, n_samples)
+        found = np.where(rng.random(n_samples) < 0.7, truth % n_clusters, rng.integers(0, n_clusters, n_samples))
+        assert score_task(truth, found) == {
+            "acc": accuracy(truth, found), "nmi": nmi(truth, found, "arithmetic"), "nmi_max": nmi(truth, found, "max"),
+            "ari": float(adjusted_rand_score(truth, found)), "purity": purity(truth, found)}
+    assert score_task(np.repeat([0, 1], 4), np.tile([0, 1], 4))["nmi"] == 0.0  # no mutual information

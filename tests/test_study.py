@@ -102,6 +102,19 @@ def test_a_bad_study_is_one_line():
         reproduce.load_study("nope")
 
 
+def test_a_study_whose_trials_cannot_fit_in_memory_is_refused_before_anything_is_created(tmp_path):
+    """The memory check of the sweeps left to run comes before their folders, locks and runs;
+    a dry run refuses them the same way."""
+    study = reproduce.Study("memory", (("method=snmf", "data=synthetic", "sweep.repeats=1"),), ())
+    overrides = [*store_overrides(tmp_path), "ray.num_cpus=100000000"]  # as many concurrent trials
+    with pytest.raises(reproduce.InputError, match="^sweep snmf-synthetic: SymmetricNMF: a fit needs about .* "
+                                                   "concurrent trials .* is free: set sweep.max_concurrent_trials="):
+        reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(reproduce.InputError, match="is free: set sweep.max_concurrent_trials="):
+        reproduce.dry_run(study, reproduce.plan_study(study, overrides, []), [])
+
+
 def test_a_terminated_study_closes_its_runs_and_the_same_command_resumes(tmp_path):
     """SIGTERM mid-study (a scheduler's time limit): every parent and child run is closed, none
     RUNNING; the same command then runs only what did not finish: no run lost or duplicated."""
@@ -142,3 +155,12 @@ def test_a_terminated_study_closes_its_runs_and_the_same_command_resumes(tmp_pat
                 for r in children if r.info.status == "FINISHED"]
     assert len(finished) == 9 and len({(p, k) for p, k, _ in finished}) == 9  # none lost, none twice
     assert all(kept[(p, k)] == run_id for p, k, run_id in finished if (p, k) in kept)  # finished runs kept
+
+
+def test_overrides_written_after_only_are_overrides_not_names():
+    from mtc.reproduce import parse_args
+
+    args, overrides = parse_args(["spmtc", "--only", "lssmtc", "spmtc_h_l2", "mlflow.tracking_uri=sqlite:////x.db",
+                                  "--dry-run", "output_dir=/tmp/o"])
+    assert args.only == ["lssmtc", "spmtc_h_l2"] and args.dry_run
+    assert sorted(overrides) == ["mlflow.tracking_uri=sqlite:////x.db", "output_dir=/tmp/o"]

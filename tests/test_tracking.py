@@ -7,7 +7,7 @@ from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCMRL
 from mtc.results.plots import readable_files
-from mtc.store import tracking
+from mtc.store import run_writer, tracking
 from mtc.trial import run_trial
 
 
@@ -73,8 +73,8 @@ def test_the_metric_trace_keeps_first_and_last_log_spaced_and_the_artifact_every
     np.testing.assert_array_equal(tracking.load_objective_trace(client, run.info.run_id, run.info.artifact_uri), trace)
 
 
-def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tmp_path):
-    from mtc.sweep.driver import SweepJob, fit_and_log
+def test_a_batch_whose_artifacts_cannot_be_written_is_lost_with_its_error_and_leaves_no_run(tmp_path):
+    from mtc.sweep.driver import SweepJob, fit_trial, write_fitted
 
     (tmp_path / "a-file").write_text("not a folder")
     dataset = make_synthetic(n_tasks=2, n_clusters=3, n_shared=1, samples_per_cluster=10, seed=0)
@@ -82,14 +82,14 @@ def test_a_trial_whose_artifacts_cannot_be_written_ends_failed_with_its_error(tm
     experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "a-file" / "artifacts"))
     parent = client.create_run(experiment).info.run_id
     prototype = MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5)
-    job = SweepJob({0: dataset}, prototype, "mtcmrl", {"name": "synthetic"}, "", experiment, parent, {}, False)
-    lost = fit_and_log(client, job, Trial({}, 0), 1, {})  # no result: the error in one line, not metrics
-    assert lost.split(":")[0] in ("NotADirectoryError", "FileExistsError", "OSError") and "\n" not in lost
-    [run] = tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent})
-    assert run.info.status == "FAILED"  # not left RUNNING by a second failure in the failure path
-    assert run.data.tags["mtc.lost"] == lost  # counted as lost by the driver, not as a failed fit
-    assert run.data.tags["mtc.error"].split(":")[0] in ("NotADirectoryError", "FileExistsError", "OSError")
-    assert run.data.tags["mtc.error_txt"].startswith("not written: ")
+    job = SweepJob({0: dataset, 1: dataset}, prototype, "mtcmrl", {"name": "synthetic"}, "", experiment, parent, {},
+                   False)
+    fitted = [fit_trial(job, Trial({}, seed), 1, {}) for seed in (0, 1)]
+    assert all(metrics["acc/mean"] > 0.9 for _, metrics in fitted)
+    written, lost = write_fitted(client, job, fitted)  # no result: the error in one line per seed, not metrics
+    assert written == [] and len(lost) == 2 and "\n" not in lost[0]
+    assert lost[0].split(":")[0] in ("NotADirectoryError", "FileExistsError", "OSError")
+    assert tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent}) == []  # nothing half-written
 
 
 def test_a_trial_run_is_created_after_its_fit_and_a_retry_keeps_finished_runs_and_replaces_others(tmp_path):
@@ -101,23 +101,25 @@ def test_a_trial_run_is_created_after_its_fit_and_a_retry_keeps_finished_runs_an
     assert pending == [trial] and finished == []
     assert [r.info.run_id for r in tracking.find_runs(client, experiment)] == [parent]  # no run before the fit
     start = int(time.time() * 1000) - 5000  # the fit started 5 s ago
-    run = tracking.create_trial_run(client, experiment, parent, trial, {"x": "y"}, start)
-    run_id = run.info.run_id
+    # a worker that died mid-write on a tracking server (one call per run) leaves a RUNNING run
+    run_id = client.create_run(experiment, start_time=start, run_name=trial.name,
+                               tags=tracking.trial_tags(parent, trial, {"x": "y"})).info.run_id
     run = client.get_run(run_id)
-    assert run.info.status == "RUNNING" and run.info.start_time == start  # the trial's own time
-    assert run.info.run_name == trial.name and run.data.tags["x"] == "y"
     assert run.data.tags[tracking.PARENT_TAG] == parent and run.data.tags[tracking.TRIAL_KEY_TAG] == trial.key
     client.log_metric(run_id, "objective", 3.0, step=0)  # then the worker died
     earlier = tracking.earlier_runs(client, experiment, parent, trial.label)
     assert tracking.skip_or_clear(client, earlier[trial.key]) is None  # the retry: the half-logged run goes
     assert client.get_run(run_id).info.lifecycle_stage == "deleted"
-    fresh = tracking.create_trial_run(client, experiment, parent, trial, {"x": "y"}, start).info.run_id
-    client.log_metric(fresh, "acc/mean", 1.0)
-    client.set_terminated(fresh, "FINISHED")
+    finished = run_writer.RunRecord(trial.name, tracking.trial_tags(parent, trial, {"x": "y"}), {},
+                                    (("acc/mean", 1.0, 0),), "FINISHED", start, start + 4000, lambda folder: None)
+    [fresh] = run_writer.write_runs(client, experiment, parent, [finished])
+    run = client.get_run(fresh)
+    assert run.info.status == "FINISHED" and run.info.start_time == start  # the trial's own time
+    assert run.info.run_name == trial.name and run.data.tags["x"] == "y"
     earlier = tracking.earlier_runs(client, experiment, parent, trial.label)
     assert tracking.skip_or_clear(client, earlier[trial.key]) == {"acc/mean": 1.0}  # kept
     other = Trial({"a": 2}, 0)
-    started = tracking.create_trial_run(client, experiment, parent, other, {}, start).info.run_id  # driver died
+    started = client.create_run(experiment, tags=tracking.trial_tags(parent, other, {})).info.run_id  # driver died
     pending, finished = tracking.prepare_child_runs(client, experiment, parent, [trial, other])  # resumed
     assert pending == [other] and [r.info.run_id for r in finished] == [fresh]
     assert client.get_run(started).info.lifecycle_stage == "deleted"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import typing
+from pathlib import Path
 
 from mtc.errors import InputError
 from mtc.data import cache, files
@@ -48,8 +49,37 @@ def load_dataset(name: str, builder: str | None = None, params: dict | None = No
     params = dict(params or {})
     if builder == "synthetic":
         return make_synthetic(**params)
+    cached, paths, key = cache_location(name, builder, params, root, cache_dir)
+    cache.check_folder(cached.parent, write=False)
+    dataset = cache.load_or_none(cached)
+    if dataset is None:
+        cache.check_folder(cached.parent, write=True)  # before building, which can take minutes
+        dataset = files.build_files(**params) if builder == "files" else build(builder, name, paths, params)
+        dataset = MultiTaskDataset(name, dataset.tasks, {**dataset.meta, "cache_key": key})
+        cache.save(dataset, cached)
+    if cache.remembered_hash(cached) is None:
+        cache.remember_hash(cached, dataset.content_hash())
+    return dataset
+
+
+def remembered_hash(name: str, builder: str | None = None, params: dict | None = None, root: str | None = None,
+                    cache_dir: str | None = None) -> tuple[str, str] | None:
+    """(content hash, cache key) of the dataset ``load_dataset`` would return, from the hash
+    remembered beside its cache file, without reading it; None when not remembered (or a
+    synthetic dataset, which has no cache)."""
+    builder = builder or name
+    if builder == "synthetic":
+        return None
+    cached, _, key = cache_location(name, builder, dict(params or {}), root, cache_dir)
+    content_hash = cache.remembered_hash(cached)
+    return None if content_hash is None else (content_hash, key)
+
+
+def cache_location(name: str, builder: str, params: dict, root: str | None,
+                   cache_dir: str | None) -> tuple[Path, dict, str]:
+    """The cache file of a corpus or files dataset, its raw files by key and its cache key."""
     if builder == "files":
-        checksums = files.checksums(params.get("paths") or [])
+        paths, checksums = {}, files.checksums(params.get("paths") or [])
     elif builder in BUILDERS:
         base = data_root(root)
         spec = BUILDERS[builder]
@@ -62,12 +92,4 @@ def load_dataset(name: str, builder: str | None = None, params: dict | None = No
     else:
         raise InputError(f"unknown dataset builder {builder!r}; known builders: {', '.join(BUILDER_NAMES)}")
     key = cache.cache_key(name, builder, params, checksums)
-    cached = cache.cache_dir(cache_dir) / f"{name}-{key}.npz"
-    cache.check_folder(cached.parent, write=False)
-    dataset = cache.load_or_none(cached)
-    if dataset is None:
-        cache.check_folder(cached.parent, write=True)  # before building, which can take minutes
-        dataset = files.build_files(**params) if builder == "files" else build(builder, name, paths, params)
-        dataset = MultiTaskDataset(name, dataset.tasks, {**dataset.meta, "cache_key": key})
-        cache.save(dataset, cached)
-    return dataset
+    return cache.cache_dir(cache_dir) / f"{name}-{key}.npz", paths, key

@@ -8,6 +8,10 @@ Caches written before the checksum (``CACHE_VERSION`` 1) are not read: their key
 the datasets are rebuilt once and the old files are left alone. A task's labels are stored as
 ``y<i>`` when it has them; a task without (``y`` None) has no ``y<i>``.
 
+Beside a cache file, ``<file>.hash`` remembers the dataset's content hash with the stamp of the
+bytes it was computed from, so a sweep's key (which holds the hash of its data) is known
+without reading the dataset: a finished sweep is found in the store without loading its draws.
+
 Writes are atomic (a temporary file in the same folder, then ``os.replace``): a reader sees
 no file or a whole one, an interrupted writer leaves its old file, and of two concurrent
 writers the last one wins with a whole file.
@@ -35,6 +39,7 @@ from mtc.tasks import MultiTaskDataset, Task
 
 CACHE_VERSION = 2  # bump when the file format or a builder's output changes for the same config
 STAMP = 64  # bytes of the sha256 hex digest that ends every cache file (its zip comment)
+HASH_VERSION = "1"  # of the remembered content hash (<file>.hash): bump when MultiTaskDataset.content_hash changes
 
 
 class CorruptCacheError(ValueError):
@@ -105,6 +110,43 @@ def check_folder(folder: Path, write: bool) -> None:
         raise CacheFolderError(f"cannot {'write' if write else 'read'} processed datasets in {folder} "
                                f"({error.strerror or error}); set data.cache_dir (or MTC_CACHE_DIR) to a writable "
                                "folder") from None
+
+
+def hash_memo_path(path: Path) -> Path:
+    return path.with_name(path.name + ".hash")
+
+
+def remembered_hash(path: Path) -> str | None:
+    """The content hash (MultiTaskDataset.content_hash) remembered for the cache file at
+    ``path`` while its bytes are those it was computed from (the stamp at the file's end is
+    stored beside it), read without reading the dataset; None when there is none or the file
+    changed since."""
+    try:
+        version, stamp, content_hash = hash_memo_path(path).read_text().split()
+        with path.open("rb") as cached:
+            cached.seek(-STAMP, os.SEEK_END)
+            same = version == HASH_VERSION and cached.read(STAMP).decode() == stamp
+        return content_hash if same else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def remember_hash(path: Path, content_hash: str) -> None:
+    """Keep ``content_hash`` beside the cache file at ``path`` (``<file>.hash``: its stamp and
+    the hash), atomically; a folder that takes no files keeps none."""
+    try:
+        with path.open("rb") as cached:
+            cached.seek(-STAMP, os.SEEK_END)
+            stamp = cached.read(STAMP).decode()
+        memo = hash_memo_path(path)
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.part")
+        try:
+            tmp.write_text(f"{HASH_VERSION} {stamp} {content_hash}\n")
+            os.replace(tmp, memo)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except (OSError, UnicodeDecodeError):
+        pass
 
 
 def load(path: Path) -> MultiTaskDataset:

@@ -17,7 +17,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from mtc.data import BUILDER_NAMES, builder_parameters, builder_takes_seed, builder_type_hints, load_dataset
+from mtc.data import (
+    BUILDER_NAMES,
+    builder_parameters,
+    builder_takes_seed,
+    builder_type_hints,
+    load_dataset,
+    remembered_hash,
+)
 from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset
 
@@ -54,6 +61,18 @@ class DataSpec:
             raise InputError(f"dataset {self.name!r}: categories name unknown classes {unknown}; "
                              f"classes: {sorted(classes)}")
         return MultiTaskDataset(dataset.name, dataset.tasks, {**dataset.meta, "categories": dict(self.categories)})
+
+    def remembered_hashes(self, seeds) -> list[tuple[str, str]] | None:
+        """(content hash, cache key) of the dataset (``once``) or of each seed's draw, in seed
+        order, as remembered beside the processed cache files, without loading them; None when
+        one is not remembered (never loaded yet, or a synthetic dataset)."""
+        draws = [self.params] if self.draw == "once" else [{**self.params, "seed": int(s)} for s in sorted(seeds)]
+        found = []
+        for params in draws:
+            found.append(remembered_hash(self.name, self.builder, params, self.root, self.cache_dir))
+            if found[-1] is None:
+                return None
+        return found
 
     def draws(self, seeds) -> dict[int, MultiTaskDataset]:
         """The dataset of every seed: one shared object (``once``) or a draw per seed."""

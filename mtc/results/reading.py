@@ -99,9 +99,13 @@ def open_experiment(uri: str, experiment: str):
 
 def trial_records(client, experiment_id: str, parent_id: str) -> list[TrialRecord]:
     """Every child run of a sweep's parent run, as read back."""
+    return records_of(tracking.find_runs(client, experiment_id, **{tracking.PARENT_TAG: parent_id}))
+
+
+def records_of(runs: list) -> list[TrialRecord]:
+    """Child runs (MLflow Run objects, as found) as trial records."""
     return [TrialRecord(run.data.tags.get(tracking.POINT_TAG, "?"), run.data.params.get("seed", "?"), run.info.status,
-                        run.data.metrics, run.info.run_id, run.info.artifact_uri)
-            for run in tracking.find_runs(client, experiment_id, **{tracking.PARENT_TAG: parent_id})]
+                        run.data.metrics, run.info.run_id, run.info.artifact_uri) for run in runs]
 
 
 def seed_labels(client, records: list[TrialRecord], task_names: list[str]) -> dict[str, list[list[np.ndarray]]]:

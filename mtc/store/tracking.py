@@ -1,9 +1,10 @@
 """MLflow tracking: one parent run per sweep, one child run per trial.
 
 The driver creates the experiment and the parent run before any trial starts (concurrent
-creation of a fresh SQLite store races, see STACK_NOTES.md); a trial creates its child run
-as its fit starts and logs only into it. A finished child run is never re-created, which is
-how an interrupted sweep resumes without duplicating runs.
+creation of a fresh SQLite store races, see STACK_NOTES.md); a Ray Tune trial writes the
+child runs of its seeds once they are fitted, finished, in one transaction on a SQL store
+(mtc.store.run_writer). A finished child run is never re-created, which is how an
+interrupted sweep resumes without duplicating runs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import tempfile
 import time
 import traceback
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mtc.errors import InputError
+from mtc.store.run_writer import RunRecord
 
 PARENT_TAG = "mlflow.parentRunId"
 SWEEP_KEY_TAG = "mtc.sweep_key"
@@ -132,20 +133,24 @@ def log_dataset_input(client, run_id: str, name: str, datasets: dict, data_confi
 
 def dataset_tags(dataset) -> dict[str, str]:
     """The dataset's content hash and, for cached corpora, its cache key."""
-    tags = {DATASET_HASH_TAG: dataset.content_hash()}
-    if "cache_key" in dataset.meta:
-        tags["mtc.data_cache_key"] = dataset.meta["cache_key"]
-    return tags
+    return hashes_tags([(dataset.content_hash(), dataset.meta.get("cache_key"))])
 
 
 def draws_tags(datasets: dict) -> dict[str, str]:
     """Tags of a sweep's data: one dataset's tags, or for a draw per seed a hash over every
     draw's content hash (in seed order) and the number of draws."""
     distinct = list({id(d): d for d in datasets.values()}.values())
-    if len(distinct) == 1:
-        return dataset_tags(distinct[0])
-    digest = hashlib.sha256("\n".join(datasets[s].content_hash() for s in sorted(datasets)).encode())
-    return {DATASET_HASH_TAG: digest.hexdigest(), "mtc.data_draws": str(len(distinct))}
+    draws = distinct if len(distinct) == 1 else [datasets[s] for s in sorted(datasets)]
+    return hashes_tags([(d.content_hash(), d.meta.get("cache_key")) for d in draws])
+
+
+def hashes_tags(hashes: list[tuple[str, str | None]]) -> dict[str, str]:
+    """draws_tags from each draw's (content hash, cache key or None), in seed order."""
+    if len(hashes) == 1:
+        content_hash, cache_key = hashes[0]
+        return {DATASET_HASH_TAG: content_hash, **({"mtc.data_cache_key": cache_key} if cache_key else {})}
+    digest = hashlib.sha256("\n".join(content_hash for content_hash, _ in hashes).encode())
+    return {DATASET_HASH_TAG: digest.hexdigest(), "mtc.data_draws": str(len(hashes))}
 
 
 def flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
@@ -195,7 +200,7 @@ def prepare_child_runs(client, experiment_id: str, parent_id: str, trials: list)
 
     Finished children are kept; unfinished ones (a crash or an interrupt left them
     RUNNING/FAILED/KILLED) are deleted. No run is created here: a trial's run is created once
-    its fit is done (log_trial_run), with the fit's start as the run's start time."""
+    its fit is done (trial_record, run_writer.write_runs), with the fit's start as the run's start time."""
     children = find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
     finished = [run for run in children if run.info.status == "FINISHED"]
     for run in children:
@@ -227,18 +232,17 @@ def skip_or_clear(client, earlier: list) -> dict | None:
     return None
 
 
-def create_trial_run(client, experiment_id: str, parent_id: str, trial, tags: dict, start_ms: int):
-    """A trial's child run, started at ``start_ms`` (its fit's start), with every tag in the one call."""
-    return client.create_run(experiment_id, start_time=start_ms, run_name=trial.name,
-                             tags={PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags})
+def trial_tags(parent_id: str, trial, tags: dict) -> dict[str, str]:
+    """A trial's child run tags: its parent, trial key and grid point, then ``tags``."""
+    return {PARENT_TAG: parent_id, TRIAL_KEY_TAG: trial.key, POINT_TAG: trial.label, **tags}
 
 
-def close_unfinished(client, experiment_id: str, parent_id: str, status: str, reason: str) -> list[str]:
-    """End every child run of the parent still RUNNING with ``status`` and ``reason`` (tag
-    mtc.error); returns their ids. An interrupted driver, or a trial whose worker died more
-    often than Ray Tune retries, leaves them open otherwise."""
-    open_runs = [run.info.run_id for run in find_runs(client, experiment_id, **{PARENT_TAG: parent_id})
-                 if run.info.status == "RUNNING"]
+def close_unfinished(client, runs: list, status: str, reason: str) -> list[str]:
+    """End every run of ``runs`` (a sweep's child runs, as found) still RUNNING with ``status``
+    and ``reason`` (tag mtc.error); returns their ids. An interrupted driver, or a trial whose
+    worker died more often than Ray Tune retries (on a tracking server, with its run open),
+    leaves them open otherwise."""
+    open_runs = [run.info.run_id for run in runs if run.info.status == "RUNNING"]
     for run_id in open_runs:
         client.set_tag(run_id, "mtc.error", reason)
         client.set_terminated(run_id, status)
@@ -289,26 +293,58 @@ def run_params(trial_config: dict, n_samples: dict[str, int]) -> dict:
             **({"data.name": data.get("name")} if isinstance(data, dict) else {}), "n_samples": n_samples}
 
 
+def trial_metrics(outcome) -> tuple[tuple[str, float, int], ...]:
+    """A trial's metrics as (key, value, step): its scores and fit scalars at step 0 and the
+    objective trace at CHART_POINTS log-spaced steps at most."""
+    trace = np.asarray(outcome.objective_trace, float)
+    return (*((key, float(value), 0) for key, value in outcome.metrics.items()),
+            *((OBJECTIVE_TRACE, float(trace[step]), int(step)) for step in chart_steps(trace.size)))
+
+
+def trial_param_values(outcome, trial_config: dict) -> dict[str, str]:
+    """A trial's params as MLflow strings (run_params, flattened, 6000 characters at most)."""
+    return {key: value[:6000] for key, value in flatten(run_params(trial_config, outcome.n_samples)).items()}
+
+
+def write_trial_files(folder: Path, outcome, trial_config: dict, task_names: list[str],
+                      extra_files: Callable[[Path], None] | None = None) -> None:
+    """A trial's artifacts into ``folder``: TRIAL_ARTIFACT (trial_arrays, compressed) and what
+    ``extra_files(folder)`` writes (mtc.results.plots.readable_files: the files a person opens
+    one by one, for a single run or ``mlflow.readable_trial_files=true``)."""
+    np.savez_compressed(folder / TRIAL_ARTIFACT, **trial_arrays(outcome, trial_config, task_names))
+    if extra_files is not None:
+        extra_files(folder)
+
+
+def trial_record(parent_id: str, trial, tags: dict, start_ms: int, outcome, trial_config: dict,
+                 task_names: list[str], extra_files: Callable[[Path], None] | None = None) -> RunRecord:
+    """A fitted trial's FINISHED child run, ready for mtc.store.run_writer.write_runs."""
+    return RunRecord(trial.name, trial_tags(parent_id, trial, tags), trial_param_values(outcome, trial_config),
+                     trial_metrics(outcome), "FINISHED", start_ms, int(time.time() * 1000),
+                     lambda folder: write_trial_files(folder, outcome, trial_config, task_names, extra_files))
+
+
+def failed_record(parent_id: str, trial, tags: dict, start_ms: int, error: BaseException) -> RunRecord:
+    """The FAILED child run of a trial whose fit raised: the error in tag mtc.error, its
+    traceback as error.txt."""
+    text = "".join(traceback.format_exception(error))
+    return RunRecord(trial.name, {**trial_tags(parent_id, trial, tags), "mtc.error": f"{type(error).__name__}: {error}"[:5000]},
+                     {}, (), "FAILED", start_ms, int(time.time() * 1000),
+                     lambda folder: (folder / "error.txt").write_text(text))
+
+
 def log_trial(client, run_id: str, artifact_uri: str, outcome, trial_config: dict, task_names: list[str],
               extra_files: Callable[[Path], None] | None = None) -> None:
-    """Log one trial in batched writes: its params and metrics (scores, fit scalars, and the
-    objective trace at CHART_POINTS log-spaced steps at most) in one ``log_batch``, and
-    everything else in one compressed artifact (trial_arrays). ``extra_files(folder)`` writes
-    more files to upload beside it (mtc.results.plots.readable_files: the files a person opens
-    one by one, for a single run or ``mlflow.readable_trial_files=true``)."""
+    """Log one trial into an open run (mtc.run's): params and metrics (trial_metrics) in one
+    ``log_batch``, then its files (write_trial_files). A sweep's trials go through
+    trial_record and run_writer.write_runs instead, a batch at a time."""
     import mlflow.entities as entities
 
     now = int(time.time() * 1000)
-    trace = np.asarray(outcome.objective_trace, float)
-    metrics = [entities.Metric(k, float(v), now, 0) for k, v in outcome.metrics.items()]
-    metrics += [entities.Metric(OBJECTIVE_TRACE, float(trace[step]), now, int(step)) for step in chart_steps(trace.size)]
-    client.log_batch(run_id, metrics=metrics,
-                     params=[entities.Param(k, v[:6000])
-                             for k, v in flatten(run_params(trial_config, outcome.n_samples)).items()])
+    client.log_batch(run_id, metrics=[entities.Metric(k, v, now, step) for k, v, step in trial_metrics(outcome)],
+                     params=[entities.Param(k, v) for k, v in trial_param_values(outcome, trial_config).items()])
     with tempfile.TemporaryDirectory() as tmp:
-        np.savez_compressed(os.path.join(tmp, TRIAL_ARTIFACT), **trial_arrays(outcome, trial_config, task_names))
-        if extra_files is not None:
-            extra_files(Path(tmp))
+        write_trial_files(Path(tmp), outcome, trial_config, task_names, extra_files)
         artifact_repository(client, artifact_uri).log_artifacts(tmp)
 
 
@@ -399,18 +435,6 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
     params = [Param(f"swept.{key}", json.dumps(values)[:6000]) for key, values in sorted(grid.items())]
     existing = client.get_run(parent_id).data.params  # a resumed sweep logged them already
     client.log_batch(parent_id, metrics=metrics, tags=tags, params=[p for p in params if p.key not in existing])
-
-
-def fail_run(client, run_id: str, error: BaseException) -> None:
-    """Record a trial's error on its run (tag mtc.error, and the traceback as error.txt) and
-    mark it FAILED. FAILED is set before the traceback is written, so an artifact store that
-    cannot be written (the error itself, maybe) still leaves the run FAILED with its error."""
-    client.set_tag(run_id, "mtc.error", f"{type(error).__name__}: {error}"[:5000])
-    client.set_terminated(run_id, "FAILED")
-    try:
-        client.log_text(run_id, "".join(traceback.format_exception(error)), "error.txt")
-    except Exception as artifact_error:
-        client.set_tag(run_id, "mtc.error_txt", f"not written: {type(artifact_error).__name__}: {artifact_error}"[:5000])
 
 
 def links(tracking_uri: str, experiment_id: str, parent_id: str, sort_metric: str) -> str:

@@ -1,8 +1,8 @@
 """The sweep driver: ``python -m mtc.sweep`` (see __main__), or ``mtc.sweep.run`` from Python.
 
 - driver: plan_sweep -> open_sweep -> run_on_ray (one Tuner for one or many sweeps) ->
-  finish_sweep; what a worker runs (fit_and_log, one mtc.trial fit then its run) and keeps
-  between trials (WORKER_CACHES);
+  finish_sweep; what a worker runs (fit_trial per seed, then write_fitted: the batch's runs
+  at once) and keeps between trials (WORKER_CACHES);
 - progress: the one progress line; stopping: stop signals, and the line and exit code a
   stopped or incomplete sweep ends with.
 """

@@ -1,0 +1,161 @@
+"""A Ray Tune trial's finished runs, written to the store at once.
+
+MLflow's client writes a run in several calls (create_run, log_batch, set_terminated), each one
+SQL transaction or more: about seven commits and 30 ms of SQLAlchemy ORM work per run on
+SQLite, more than a fit of the papers' protocols, and two workers writing at once wait for each
+other's commits. On a SQL store (``sqlite``, ``postgresql``, ``mysql``, ``mssql`` URIs) a batch's
+runs go in one transaction of bulk INSERTs into MLflow's own tables, through MLflow's own
+SQLAlchemy models (the schema stays MLflow's and its migrations keep applying), with the rows
+its client writes for the same run: the run, its tags (``mlflow.runName`` included), params,
+metrics (NaN and infinities stored as MLflow stores them) and latest metrics
+(tests/test_run_writer.py compares the two row for row). Against a tracking server (``http``)
+each run takes the client's calls. Either way a run's files are in the artifact store before
+its rows are written, so a run that can be read has its files.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A finished run, ready to be written: its name, tags, params, metrics as (key, value,
+    step), status (FINISHED or FAILED), start and end in epoch milliseconds, and
+    ``write_files(folder)``, which writes the run's artifacts into ``folder``."""
+
+    name: str
+    tags: dict[str, str]
+    params: dict[str, str]
+    metrics: tuple[tuple[str, float, int], ...]
+    status: str
+    start_ms: int
+    end_ms: int
+    write_files: Callable[[Path], None]
+
+
+class ParentClosed(Exception):
+    """The parent run is no longer RUNNING (its driver stopped and closed the sweep): the
+    batch's runs were not written."""
+
+
+def is_sql_store(tracking_uri: str) -> bool:
+    return tracking_uri.split(":", 1)[0].split("+", 1)[0] in SQL_SCHEMES
+
+
+def write_runs(client, experiment_id: str, parent_id: str, records: list[RunRecord],
+               stores: dict | None = None) -> list[str]:
+    """Write ``records`` as runs of the experiment (children of ``parent_id`` by their tags)
+    and return their run ids; raises ParentClosed, writing no row, when the parent run is not
+    RUNNING. ``stores`` keeps one SQLAlchemy store per tracking URI between calls (a worker's
+    cache; None builds one per call)."""
+    if not records:
+        return []
+    if is_sql_store(client.tracking_uri):
+        store = sql_store(client.tracking_uri, stores)
+        return write_sql(store, experiment_id, parent_id, records)
+    return write_with_client(client, experiment_id, parent_id, records)
+
+
+def sql_store(tracking_uri: str, stores: dict | None):
+    """MLflow's SqlAlchemyStore of the URI (its engine, sessions and models), from ``stores``
+    when it holds one."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    if stores is not None and tracking_uri in stores:
+        return stores[tracking_uri]
+    store = SqlAlchemyStore(tracking_uri, None)
+    if stores is not None:
+        stores[tracking_uri] = store
+    return store
+
+
+def upload_files(artifact_uri: str, record: RunRecord, tracking_uri: str | None = None) -> None:
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    with tempfile.TemporaryDirectory() as tmp:
+        record.write_files(Path(tmp))
+        get_artifact_repository(artifact_uri, tracking_uri=tracking_uri).log_artifacts(tmp)
+
+
+def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
+    """The SQL route: files first, then every row in one transaction, the parent's status read
+    last inside it (the transaction then holds the write lock, so the driver cannot close the
+    parent between the check and the commit)."""
+    import sqlalchemy as sa
+    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
+    from mlflow.utils.uri import append_to_uri_path
+
+    location = store.get_experiment(experiment_id).artifact_location
+    ids = [uuid.uuid4().hex for _ in records]
+    uris = [append_to_uri_path(location, run_id, store.ARTIFACTS_FOLDER_NAME) for run_id in ids]
+    for uri, record in zip(uris, records):
+        upload_files(uri, record)
+    rows = sql_rows(store, experiment_id, ids, uris, records)
+    with store.ManagedSessionMaker(read_only=False) as session:
+        for model, table_rows in zip((SqlRun, SqlTag, SqlParam, SqlMetric, SqlLatestMetric), rows):
+            if table_rows:
+                session.execute(sa.insert(model), table_rows)
+        status = session.execute(sa.select(SqlRun.status).where(SqlRun.run_uuid == parent_id)).scalar()
+        if status != "RUNNING":
+            session.rollback()  # raised after the session closes: MLflow's session wraps every error
+    if status != "RUNNING":
+        raise ParentClosed(f"parent run {parent_id} is {status}")
+    return ids
+
+
+def sql_rows(store, experiment_id: str, ids: list[str], uris: list[str], records: list[RunRecord]) -> tuple:
+    """The rows of MLflow's tables for the records: (runs, tags, params, metrics, latest
+    metrics), as the client's create_run, log_batch and set_terminated write them."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+    from mlflow.utils.validation import _validate_batch_log_data
+
+    runs, tags, params, metrics, latest = [], [], [], [], []
+    for run_id, uri, record in zip(ids, uris, records):
+        run_tags = {**record.tags, MLFLOW_RUN_NAME: record.name}
+        _validate_batch_log_data([Metric(k, v, record.end_ms, s) for k, v, s in record.metrics],
+                                 [Param(k, v) for k, v in record.params.items()],
+                                 [RunTag(k, v) for k, v in run_tags.items()])
+        runs.append({"run_uuid": run_id, "name": record.name, "artifact_uri": uri, "experiment_id": int(experiment_id),
+                     "source_type": "UNKNOWN", "source_name": "", "entry_point_name": "",
+                     "user_id": record.tags.get("mlflow.user", "unknown"), "status": record.status,
+                     "start_time": record.start_ms, "end_time": record.end_ms, "deleted_time": None,
+                     "source_version": "", "lifecycle_stage": "active"})
+        tags += [{"run_uuid": run_id, "key": k, "value": v} for k, v in run_tags.items()]
+        params += [{"run_uuid": run_id, "key": k, "value": v} for k, v in record.params.items()]
+        newest: dict[str, dict] = {}
+        for key, value, step in dict.fromkeys(record.metrics):  # MLflow drops repeated (key, value, step)
+            is_nan, stored = store.sanitize_metric_value(float(value))
+            row = {"run_uuid": run_id, "key": key, "value": stored, "timestamp": record.end_ms, "step": step,
+                   "is_nan": is_nan}
+            metrics.append(row)
+            if key not in newest or (step, stored) > (newest[key]["step"], newest[key]["value"]):
+                newest[key] = row
+        latest += list(newest.values())
+    return runs, tags, params, metrics, latest
+
+
+def write_with_client(client, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
+    """The tracking server's route: the client's calls per run (create_run with every tag,
+    one log_batch, the files, set_terminated), after one check of the parent's status."""
+    from mlflow.entities import Metric, Param
+
+    status = client.get_run(parent_id).info.status
+    if status != "RUNNING":
+        raise ParentClosed(f"parent run {parent_id} is {status}")
+    ids = []
+    for record in records:
+        run = client.create_run(experiment_id, start_time=record.start_ms, run_name=record.name, tags=record.tags)
+        client.log_batch(run.info.run_id, metrics=[Metric(k, v, record.end_ms, s) for k, v, s in record.metrics],
+                         params=[Param(k, v) for k, v in record.params.items()])
+        upload_files(run.info.artifact_uri, record, client.tracking_uri)
+        client.set_terminated(run.info.run_id, record.status, end_time=record.end_ms)
+        ids.append(run.info.run_id)
+    return ids
