@@ -68,6 +68,29 @@ def wait_for_parent(driver: subprocess.Popen) -> None:
     raise AssertionError("the driver ended before creating its parent run")
 
 
+def processes() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, process group)} of every process, from /proc/<pid>/stat."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command's name: state, ppid, pgrp
+            table[int(stat.parent.name)] = (int(fields[1]), int(fields[2]))
+    return table
+
+
+def ray_processes_outside_its_group(pid: int) -> list[int]:
+    """The driver's descendants (Ray's GCS, raylet and workers), each checked to be outside the
+    driver's process group: a signal to the group reaches the driver alone, which stops Ray
+    in order (mtc.sweep.stopping.ray_processes_in_a_group_of_their_own)."""
+    table = processes()
+    descendants, parents = [], {pid}
+    while parents:
+        parents = {child for child, (parent, _) in table.items() if parent in parents}
+        descendants += sorted(parents)
+    assert all(table[child][1] != pid for child in descendants), descendants
+    return descendants
+
+
 def signal_mid_sweep(folder: Path, db: Path, args: list[str], signum: int, again: float | None = None):
     """Start the driver, send ``signum`` to its process group once a trial finished (``again``
     seconds later a second time), and return (exit code, stderr lines)."""
@@ -77,6 +100,7 @@ def signal_mid_sweep(folder: Path, db: Path, args: list[str], signum: int, again
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and not finished_children(db):
             time.sleep(0.3)
+        assert ray_processes_outside_its_group(driver.pid)
         os.killpg(driver.pid, signum)
         if again is not None:
             time.sleep(again)
@@ -124,8 +148,8 @@ def shared(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def terminated(shared):
-    """SIGTERM to the driver's process group (a scheduler's time limit, `kill -- -PGID`: Ray's
-    own processes get it too), then the same command again."""
+    """SIGTERM to the driver's process group (a scheduler's time limit, `kill -- -PGID`; Ray's
+    own processes are in a group of their own), then the same command again."""
     folder, db = shared
     args = store_args(folder, db, *SLOW)
     code, lines = signal_mid_sweep(folder, db, args, signal.SIGTERM)

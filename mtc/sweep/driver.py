@@ -68,6 +68,7 @@ from mtc.sweep.stopping import (
     as_stopped,
     command_exits,
     raise_stopped,
+    ray_processes_in_a_group_of_their_own,
     shielded,
     stop_signals,
 )
@@ -423,9 +424,10 @@ def ray_session(run: Settings, worker_env: dict):
             temp_dir = stack.enter_context(ray_temp_folder())
         stack.callback(ray.shutdown, wait_for_processes=True)  # before the temp folder goes
         if run.ray.local:
-            ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
-                     include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
-                     _temp_dir=temp_dir)
+            with ray_processes_in_a_group_of_their_own():
+                ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
+                         include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
+                         _temp_dir=temp_dir)
         else:
             try:
                 ray.init(address=run.ray.address, runtime_env=worker_runtime_env(worker_env), logging_level="ERROR")

@@ -91,6 +91,34 @@ def stop_signals():
     return signals_handled_by(raise_stopped)
 
 
+@contextlib.contextmanager
+def ray_processes_in_a_group_of_their_own():
+    """Within, the processes a local ``ray.init`` starts (GCS, raylet, and through the raylet
+    the workers) are put in a process group of their own, as Ray does on Windows.
+
+    A stop signal sent to the driver's process group (``kill -- -PGID``, a terminal's Ctrl-C
+    or hang-up) then reaches the driver alone, which stops Ray in order and closes its runs
+    (mtc.sweep.driver.leave). In the driver's group, the raylet could die of the same signal
+    first, and Ray's core worker ends a driver whose raylet died at once (exit 1, its runs
+    left RUNNING, its Ray folder left behind). They still die with the driver: Ray sets their
+    parent-death signal on Linux. Ray (pinned) starts them with
+    ``ray._private.services.ConsolePopen``, which is what is wrapped here; no public option
+    does this."""
+    from ray._private import services
+
+    popen = services.ConsolePopen
+
+    class InTheirOwnGroup(popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, process_group=0, **kwargs)
+
+    services.ConsolePopen = InTheirOwnGroup
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
+
+
 def shielded():
     """While a stopped or failed driver stops Ray and closes its runs, a further stop signal (a
     second Ctrl-C) says so in one line and is otherwise ignored: the closing is not cut short."""
