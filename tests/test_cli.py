@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from mtc.store import tracking
@@ -111,6 +112,22 @@ def wait_for_finished_runs(db, seconds: float = 240) -> None:
     raise TimeoutError("no trial finished")
 
 
+def ray_processes_after(pid: int, wait: float = 60.0) -> list[str]:
+    """The command lines of the processes still using the Ray folder of driver ``pid`` once
+    they had ``wait`` seconds to go (Ray's processes name the folder in their arguments)."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            with contextlib.suppress(OSError):
+                text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if f"mtc-ray-{pid}-" in text:
+                    found.append(text)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
 def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_path):
     import signal
 
@@ -122,6 +139,7 @@ def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_p
             if "MLflow parent run" in line:
                 break
         wait_for_finished_runs(db)
+        assert ray_processes_after(driver.pid, wait=0)  # its local Ray, found by its folder
         driver.send_signal(signal.SIGKILL)  # the driver alone, as the OOM killer or a lost login would
         driver.wait(timeout=60)
         _, children, (parent,) = child_runs(db)
@@ -129,7 +147,7 @@ def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_p
         kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
         assert 0 < len(kept) < 12
 
-        os.killpg(driver.pid, signal.SIGKILL)  # what the dead driver left of its local Ray
+        assert not ray_processes_after(driver.pid)  # its local Ray died with it (Ray's parent-death signal)
         left = sorted(Path(tempfile.gettempdir()).glob(f"mtc-ray-{driver.pid}-*"))
         assert [path.suffix for path in left] == ["", ".lock"]  # its Ray folder and lock: its clean-up never ran
         done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
