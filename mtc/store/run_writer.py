@@ -26,9 +26,23 @@ SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A finished run, ready to be written: its name, tags, params, metrics as (key, value,
-    step), status (FINISHED or FAILED), start and end in epoch milliseconds, and
-    ``write_files(folder)``, which writes the run's artifacts into ``folder``."""
+    """A finished run, ready to be written (write_runs).
+
+    Attributes
+    ----------
+    name : str
+        The run's name (``mlflow.runName``).
+    tags, params : dict of str to str
+        The run's tags and params, as MLflow stores them.
+    metrics : tuple of (str, float, int)
+        Each metric value as (key, value, step).
+    status : str
+        ``FINISHED`` or ``FAILED``.
+    start_ms, end_ms : int
+        Start and end in epoch milliseconds.
+    write_files : callable
+        ``write_files(folder)`` writes the run's artifacts into ``folder``.
+    """
 
     name: str
     tags: dict[str, str]
