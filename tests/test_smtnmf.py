@@ -242,7 +242,7 @@ def test_record_and_cache():
 
 def test_bad_input_one_clear_error_each():
     _, mats = sparse_nonnegative()
-    with pytest.raises(InputError, match="n_clusters must be equal for every task"):
+    with pytest.raises(InputError, match="same number of clusters in every task"):
         SMTNMF(n_clusters=[2, 3]).fit(mats)
     with pytest.raises(InputError, match="task 1: this method needs non-negative data"):
         SMTNMF(n_clusters=2).fit([mats[0], -mats[1]])

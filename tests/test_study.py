@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -113,6 +114,26 @@ def test_a_study_whose_trials_cannot_fit_in_memory_is_refused_before_anything_is
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(reproduce.InputError, match="is free: set sweep.max_concurrent_trials="):
         reproduce.dry_run(study, reproduce.plan_study(study, overrides, []), [])
+
+
+def test_a_sweep_whose_method_needs_equal_cluster_counts_is_refused_on_unequal_ones_before_anything_is_created(
+        tmp_path):
+    """LSSMTC shares its cluster centres across tasks: on data with 2 and 3 clusters every trial
+    would fail (the mtcmrl study ran 760 such trials on 20ng before its config left LSSMTC
+    out); the study refuses the sweep in one line instead, creating nothing, as fit does."""
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        np.save(data / f"{name}.npy", rng.random((12, 5)))
+    study = reproduce.Study("counts", (("method=lssmtc", "data=files", "data.name=mine", "sweep.repeats=1",
+                                        f"data.params.paths=[{data / 'a.npy'},{data / 'b.npy'}]",
+                                        "data.params.n_clusters=[2,3]"),), ())
+    with pytest.raises(reproduce.InputError, match=r"^sweep lssmtc-mine: LSSMTC's cluster centres M have c columns "
+                                                   r"shared by every task: it needs the same number of clusters in "
+                                                   r"every task, got \[2, 3\]$"):
+        reproduce.run_study(study, reproduce.plan_study(study, store_overrides(tmp_path), []), compare_root=tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
 
 
 def test_a_terminated_study_closes_its_runs_and_the_same_command_resumes(tmp_path):

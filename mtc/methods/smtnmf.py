@@ -358,6 +358,7 @@ class SMTNMF(MultiTaskClusterer):
         "cache": [None, Cache],
     }
     requires_nonnegative = True  # D >= 0 (edge weights, Eq. 3.7)
+    equal_clusters_reason = "SMT-NMF shares V's k columns across tasks"
 
     def __init__(self, n_clusters=2, lambda_intra=1.0, lambda_inter=0.5, normalize="none", self_loops=False,
                  update="paper", alpha="adaptive", alpha_scale=1.0, stopping="relative", tol=1e-6, max_iter=500,
@@ -398,10 +399,7 @@ class SMTNMF(MultiTaskClusterer):
                              f"them no edge), first: row {lonely[0] - bounds[task]} of task {task}; drop them")
         return G
 
-    def _check_fit_input(self, n_clusters):
-        if len(set(n_clusters)) != 1:
-            raise InputError(f"SMT-NMF shares V's k columns across tasks: n_clusters must be equal for every task, "
-                             f"got {n_clusters}")
+    def _check_fit_input(self):
         if self.lambda_inter > self.lambda_intra:
             raise InputError(f"lambda_inter = {self.lambda_inter} exceeds lambda_intra = {self.lambda_intra}: the "
                              "multi-task coefficient lambda_inter / lambda_intra must lie in [0, 1] (Eq. 1.1)")
@@ -451,7 +449,7 @@ class SMTNMF(MultiTaskClusterer):
 
     # --- fit -------------------------------------------------------------------------------
     def _fit(self, matrices, n_clusters, rng):
-        self._check_fit_input(n_clusters)
+        self._check_fit_input()
         sizes = row_counts(matrices)
         k = n_clusters[0]
         G = self._bipartite(matrices, sizes)
@@ -545,7 +543,7 @@ class SMTNMFNoBalance(SMTNMF):
         return multitask_affinity(W[a:b, a:b], np.array([0, b - a]), 1.0, 1.0, self.normalize)
 
     def _fit(self, matrices, n_clusters, rng):
-        self._check_fit_input(n_clusters)
+        self._check_fit_input()
         sizes = row_counts(matrices)
         bounds = task_bounds(sizes)
         W = self._bipartite(matrices, sizes)  # G: its diagonal blocks are the tasks' own affinities

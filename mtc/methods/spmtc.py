@@ -196,6 +196,7 @@ class LSSMTC(MultiTaskClusterer):
         "stopping": [StrOptions(set(LSSMTC_STOPPING))],
         "eps": [NON_NEGATIVE],
     }
+    equal_clusters_reason = "LSSMTC's cluster centres M have c columns shared by every task"
 
     _eigen_route = "cached"  # "literal": the eigen W step formed afresh every iteration (see _eigen_w)
 
@@ -214,9 +215,6 @@ class LSSMTC(MultiTaskClusterer):
 
     # --- set-up ----------------------------------------------------------------------------
     def _setup(self, matrices, n_clusters, rng):
-        if len(set(n_clusters)) != 1:
-            raise InputError(f"{type(self).__name__} needs the same number of clusters in every task "
-                             f"(M has c columns), got {n_clusters}")
         d = matrices[0].shape[1]
         if self.n_components > d:
             raise InputError(f"n_components={self.n_components} exceeds the {d} features")

@@ -49,6 +49,7 @@ from mtc.config import (
 )
 from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
+from mtc.methods.validation import check_equal_clusters
 from mtc.numerics.cache import Cache
 from mtc.results.plots import log_convergence_figure, readable_files
 from mtc.results.reading import chosen_points, point_summaries, records_of
@@ -199,10 +200,13 @@ def plan_sweep(run: Settings) -> SweepPlan:
 
 def check_plan(plan: SweepPlan) -> None:
     """What a sweep that will run must pass before Ray starts: its data loads (every task
-    clusterable) and its concurrent trials fit in memory (check_memory; the refusal names the
-    sweep, one of a study's many)."""
+    clusterable), its method takes the data's cluster counts (a solver that shares its cluster
+    columns across tasks needs equal ones) and its concurrent trials fit in memory
+    (check_memory); the refusal names the sweep, one of a study's many."""
     datasets = plan.datasets
     try:
+        for counts in {tuple(data.n_clusters) for data in datasets.values()}:
+            check_equal_clusters(list(counts), plan.run.method.solver.equal_clusters_reason)
         check_memory(plan.run, datasets)
     except InputError as error:
         raise InputError(f"sweep {plan.name}: {error}") from None
