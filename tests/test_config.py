@@ -190,3 +190,36 @@ def test_the_study_composer_gives_hydras_config_for_every_kind_of_study_sweep():
         assert fast == full, sweep
     with pytest.raises(InputError, match="unknown setting 'sweep.repets'"):
         composer([*sample[0], "sweep.repets=3"])
+
+
+def test_in_the_all_study_every_compare_folder_reads_the_sweeps_of_its_own_study():
+    """A compare folder's rows are the (benchmark, sweep label) pairs of the sweeps in the store.
+    The `all` study runs every paper into one store, where papers share benchmarks (reuters,
+    webkb4, handdigits, 20ng, ...): each compare must select there exactly the pairs its own
+    study gives, else `all` would regenerate compare_reuters with the aaai13 study's MBC rows.
+    The studies' `methods` lists keep them apart; this composes every sweep of every study."""
+    from mtc.cli import Composer
+    from mtc.reproduce import DRIVER_SETTINGS, load_study
+    from mtc.results.reading import pool_members
+
+    composer, pair_of = Composer(), {}
+
+    def pairs(study) -> set[tuple[str, str]]:
+        for sweep in study.sweeps:  # a paper's sweeps are among all's: each composed once
+            if sweep not in pair_of:
+                run = settings(composer([*sweep, *DRIVER_SETTINGS]))
+                pair_of[sweep] = (run.sweep.name.removeprefix(f"{run.sweep.label}-"), run.sweep.label)
+        return {pair_of[sweep] for sweep in study.sweeps}
+
+    everything = pairs(load_study("all"))
+    for paper in ("mtcmrl", "mtcfir", "smtnmf", "aaai13", "spmtc"):
+        study = load_study(paper)
+        own = pairs(study)
+        for spec in study.compares:
+            members = {member for benchmark in spec.benchmarks for member in pool_members(benchmark)}
+
+            def chosen(found, members=members, spec=spec):
+                return {(b, m) for b, m in found if b in members and (not spec.methods or m in spec.methods)}
+
+            assert chosen(own), (paper, spec.out)
+            assert chosen(everything) == chosen(own), (paper, spec.out, sorted(chosen(everything) - chosen(own)))
