@@ -136,6 +136,32 @@ def test_a_sweep_whose_method_needs_equal_cluster_counts_is_refused_on_unequal_o
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
 
 
+def test_a_sweep_whose_every_trial_fails_is_one_line_and_the_studys_other_sweeps_are_reported(tmp_path, monkeypatch):
+    """Every fit of one sweep raises (the toy method's fail switch): that sweep ends FAILED with
+    its first error in one line, as a sweep with lost trials does, and the study's other sweep
+    is still reported and FINISHED (the report of a sweep without one finished trial used to
+    raise ValueError, which closed every sweep not yet reported)."""
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    small = ("sweep.repeats=2", "data.params.n_tasks=2", "data.params.samples_per_cluster=10")
+    study = reproduce.Study("failing", (("method=toy", "data=synthetic", "++method.grid.fail=[true]", *small),
+                                        ("method=kmeans", "data=synthetic", *small)), ())
+    overrides = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", *store_overrides(tmp_path)]
+    with pytest.raises(sweep.SweepIncomplete, match=r"^sweep toy-synthetic: all 4 trials failed in their fit \(first "
+                                                    r"error: FloatingPointError: toy failure.*\); MLflow parent run "
+                                                    r"\w+ is FAILED; fix the cause, then run the same command again$"):
+        reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
+    client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("mtc")
+    parents = {run.info.run_name: run for run in tracking.find_runs(client, experiment.experiment_id)
+               if tracking.PARENT_TAG not in run.data.tags}
+    assert parents["toy-synthetic"].info.status == "FAILED"
+    assert "toy failure" in parents["toy-synthetic"].data.tags["mtc.error"]
+    assert parents["kmeans-synthetic"].info.status == "FINISHED"
+    assert (tmp_path / "outputs" / "kmeans-synthetic" / "report.md").is_file()
+    assert not (tmp_path / "outputs" / "toy-synthetic" / "report.md").exists()
+
+
 def test_a_terminated_study_closes_its_runs_and_the_same_command_resumes(tmp_path):
     """SIGTERM mid-study (a scheduler's time limit): every parent and child run is closed, none
     RUNNING; the same command then runs only what did not finish: no run lost or duplicated."""

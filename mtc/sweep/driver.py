@@ -604,12 +604,21 @@ def incomplete_message(opened: OpenSweep, lost: dict[str, str], tuner: TunerOutc
             + ("free disk space, then " if full else "") + "run the same command again to run them")
 
 
+def all_failed_message(opened: OpenSweep, runs: list) -> str:
+    """One line for a sweep whose every trial failed in its fit: the first of its errors."""
+    errors = [run.data.tags["mtc.error"].splitlines()[0] for run in runs if run.data.tags.get("mtc.error")]
+    return (f"sweep {opened.plan.name}: all {len(opened.plan.trials)} trials failed in their fit (first error: "
+            f"{errors[0][:300] if errors else 'none recorded'}); MLflow parent run {opened.parent_id} is FAILED; "
+            "fix the cause, then run the same command again")
+
+
 def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_started: bool = False,
                  log: bool = True) -> SweepResult:
     """Read the sweep's runs back, write its report (report.md, grid.csv) and, with ``log``,
     log it to the parent run with the convergence figures of the chosen points and the
     best-point summary, and mark the parent FINISHED. A sweep with planned trials that have
-    no result (lost_trials) gets no report: its parent is FAILED and SweepIncomplete raised.
+    no result (lost_trials), or whose every trial failed in its fit, gets no report: its parent
+    is FAILED and SweepIncomplete raised (a study reports its other sweeps).
     Data without labels is reported and summarised by the label-free choices only (no accuracy
     point, no figure by accuracy)."""
     plan, client, parent_id, experiment_id = opened.plan, opened.client, opened.parent_id, opened.experiment_id
@@ -631,6 +640,12 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
         client.set_terminated(parent_id, "FAILED")
         raise SweepIncomplete(message)
     records = records_of(runs)
+    if not any(record.status == "FINISHED" for record in records):  # nothing to report or choose
+        message = all_failed_message(opened, runs)
+        if log:
+            client.set_tag(parent_id, "mtc.error", message[:5000])
+            client.set_terminated(parent_id, "FAILED")
+        raise SweepIncomplete(message)
     summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
     markdown = report_markdown(f"{run.method.name} on {run.data.name}", summaries, dataset.task_names,
                                data_note(run.data.draw, plan.datasets), labelled=dataset.labelled)

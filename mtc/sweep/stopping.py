@@ -27,8 +27,9 @@ class SweepInterrupted(Exception):
 
 class SweepIncomplete(Exception):
     """Some planned trials have no result (their Ray worker died and its retries ran out, or
-    their run could not be logged: a full disk, a store that refuses writes); the parent run
-    is FAILED and the message is one line saying why and how to resume."""
+    their run could not be logged: a full disk, a store that refuses writes), or every trial
+    failed in its fit; the parent run is FAILED and the message is one line saying why and how
+    to resume."""
 
 
 class Stopped(KeyboardInterrupt):
