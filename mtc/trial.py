@@ -111,9 +111,10 @@ class AxisNamer:
         self.dataset = dataset
         self.orders, self.cluster_names = [], []
         for task, pred, k in zip(dataset.tasks, labels, dataset.n_clusters):
+            k = max(k, int(pred.max()) + 1)  # a pooled solver gives every task max_t k_t clusters
             if not task.labelled:
                 self.orders.append(np.arange(k))
-                self.cluster_names.append(list(task.class_names))
+                self.cluster_names.append([*task.class_names, *(f"cluster{i}" for i in range(len(task.class_names), k))])
                 continue
             order, classes = clusters_in_class_order(task.y, pred, k)
             self.orders.append(order)

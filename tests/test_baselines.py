@@ -197,3 +197,29 @@ def test_kernel_kmeans_absolute_width_is_sigma_itself(planted):
     np.testing.assert_allclose(relative.objective_trace_, absolute.objective_trace_, rtol=1e-10)
     with pytest.raises(ValueError, match="The 'width_mode' parameter of KernelKMeans must be a str among"):
         KernelKMeans(n_clusters=3, width_mode="median").fit(planted.matrices)
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_a_pooled_trial_on_tasks_with_unequal_cluster_counts_is_scored_and_its_clusters_named(labelled):
+    """A-kmeans clusters the union into max_t k_t clusters, so a 2-class task can get a third
+    cluster: the trial scores it and names every cluster its labels use (the namer sized its
+    cluster list by the task's k and raised IndexError on such a label)."""
+    from mtc.config import Trial
+    from mtc.tasks import MultiTaskDataset, Task, cluster_names
+    from mtc.trial import run_trial
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    blobs = np.repeat(centres, 10, axis=0) + rng.normal(0.0, 0.5, (30, 2))
+    y_two, y_three = np.repeat([0, 1, 1], 10), np.repeat([0, 1, 2], 10)  # task two: one class over two blobs
+    tasks = (Task("two", blobs, y_two if labelled else None, ("a", "b") if labelled else cluster_names(2)),
+             Task("three", blobs + 0.1, y_three if labelled else None, ("a", "b", "c") if labelled else cluster_names(3)))
+    dataset = MultiTaskDataset("unequal", tasks)
+    assert dataset.n_clusters == [2, 3]
+    outcome = run_trial(dataset, METHODS["a_kmeans"](n_clusters=[2, 3]), Trial({}, 0), None)
+    assert outcome.labels[0].max() == 2  # the 2-class task got a third pooled cluster
+    names = outcome.cluster_names[0]
+    assert len(names) == 3 and len(set(names)) == 3
+    if labelled:
+        assert outcome.metrics["acc/two"] == pytest.approx(accuracy(y_two, outcome.labels[0])) == 2 / 3
+        assert {"a", "b"} < set(names)  # the two matched clusters take the class names, the third its own

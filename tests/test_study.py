@@ -129,9 +129,9 @@ def test_a_sweep_whose_method_needs_equal_cluster_counts_is_refused_on_unequal_o
     study = reproduce.Study("counts", (("method=lssmtc", "data=files", "data.name=mine", "sweep.repeats=1",
                                         f"data.params.paths=[{data / 'a.npy'},{data / 'b.npy'}]",
                                         "data.params.n_clusters=[2,3]"),), ())
-    with pytest.raises(reproduce.InputError, match=r"^sweep lssmtc-mine: LSSMTC's cluster centres M have c columns "
-                                                   r"shared by every task: it needs the same number of clusters in "
-                                                   r"every task, got \[2, 3\]$"):
+    with pytest.raises(reproduce.InputError, match=r"^sweep lssmtc-mine: LSSMTC needs the same number of clusters in "
+                                                   r"every task \(the cluster centres M have c columns shared by "
+                                                   r"every task\), got \[2, 3\]$"):
         reproduce.run_study(study, reproduce.plan_study(study, store_overrides(tmp_path), []), compare_root=tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
 
@@ -147,9 +147,10 @@ def test_a_sweep_whose_every_trial_fails_is_one_line_and_the_studys_other_sweeps
     study = reproduce.Study("failing", (("method=toy", "data=synthetic", "++method.grid.fail=[true]", *small),
                                         ("method=kmeans", "data=synthetic", *small)), ())
     overrides = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", *store_overrides(tmp_path)]
-    with pytest.raises(sweep.SweepIncomplete, match=r"^sweep toy-synthetic: all 4 trials failed in their fit \(first "
-                                                    r"error: FloatingPointError: toy failure.*\); MLflow parent run "
-                                                    r"\w+ is FAILED; fix the cause, then run the same command again$"):
+    with pytest.raises(sweep.SweepIncomplete, match=r"^sweep toy-synthetic: no trial finished, 4 of 4 failed in "
+                                                    r"their fit \(first error: FloatingPointError: toy failure.*\); "
+                                                    r"MLflow parent run \w+ is FAILED; fix the cause, then run the "
+                                                    r"same command again$"):
         reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
     client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("mtc")

@@ -46,15 +46,15 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
         "random_state": [None, Interval(Integral, 0, MAX_SEED, closed="both"), np.random.Generator],
     }
     requires_nonnegative = False
-    # Why the solver needs the same number of clusters in every task ("" if it does not): the
-    # start of the InputError that fit raises, and that a sweep raises on its data before it runs.
+    # Why the solver needs the same number of clusters in every task ("" if it does not): said in
+    # the InputError that fit raises, and that a sweep raises on its data before it runs.
     equal_clusters_reason = ""
 
     def fit(self, tasks, y=None):
         """Fit on a list of task matrices (rows = samples, one shared feature space)."""
         self._validate_params()
         matrices = check_tasks(tasks, nonnegative=self.requires_nonnegative)
-        n_clusters = check_n_clusters(self.n_clusters, matrices, self.equal_clusters_reason)
+        n_clusters = check_n_clusters(self.n_clusters, matrices, type(self).__name__, self.equal_clusters_reason)
         self.record_ = FitRecord()
         self._fit(matrices, n_clusters, np.random.default_rng(self.random_state))
         check_objective_finite(type(self).__name__, self.objective_trace_, matrices)

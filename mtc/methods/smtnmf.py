@@ -358,7 +358,7 @@ class SMTNMF(MultiTaskClusterer):
         "cache": [None, Cache],
     }
     requires_nonnegative = True  # D >= 0 (edge weights, Eq. 3.7)
-    equal_clusters_reason = "SMT-NMF shares V's k columns across tasks"
+    equal_clusters_reason = "V's k columns are shared across tasks"
 
     def __init__(self, n_clusters=2, lambda_intra=1.0, lambda_inter=0.5, normalize="none", self_loops=False,
                  update="paper", alpha="adaptive", alpha_scale=1.0, stopping="relative", tol=1e-6, max_iter=500,
@@ -529,6 +529,8 @@ class SMTNMFNoBalance(SMTNMF):
     record_ : FitRecord
         As SMTNMF.
     """
+
+    equal_clusters_reason = "each task's k-column factor is stacked into one V"
 
     def __init__(self, n_clusters=2, normalize="none", self_loops=False, update="paper", stopping="relative",
                  tol=1e-6, max_iter=500, route="auto", cache=None, random_state=None):

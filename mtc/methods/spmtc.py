@@ -196,7 +196,7 @@ class LSSMTC(MultiTaskClusterer):
         "stopping": [StrOptions(set(LSSMTC_STOPPING))],
         "eps": [NON_NEGATIVE],
     }
-    equal_clusters_reason = "LSSMTC's cluster centres M have c columns shared by every task"
+    equal_clusters_reason = "the cluster centres M have c columns shared by every task"
 
     _eigen_route = "cached"  # "literal": the eigen W step formed afresh every iteration (see _eigen_w)
 

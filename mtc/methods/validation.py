@@ -51,10 +51,9 @@ def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True)
     return checked
 
 
-def check_n_clusters(n_clusters, matrices: list, equal: str = "") -> list[int]:
+def check_n_clusters(n_clusters, matrices: list, solver: str = "", equal: str = "") -> list[int]:
     """Expand an int or per-task sequence of cluster counts and check each against n_t; with
-    ``equal`` (the solver's reason, e.g. "LSSMTC: M has c columns") they must be equal in
-    every task (check_equal_clusters)."""
+    ``equal`` (why ``solver`` needs it) they must be equal in every task (check_equal_clusters)."""
     if isinstance(n_clusters, (int, np.integer)):
         counts = [int(n_clusters)] * len(matrices)
     else:
@@ -71,16 +70,16 @@ def check_n_clusters(n_clusters, matrices: list, equal: str = "") -> list[int]:
             raise InputError(f"task {t}: n_clusters must be at least 2, got {k}")
         if X.shape[0] < k:
             raise InputError(f"task {t}: {X.shape[0]} samples is fewer than n_clusters={k}")
-    check_equal_clusters(counts, equal)
+    check_equal_clusters(counts, solver, equal)
     return counts
 
 
-def check_equal_clusters(counts: list[int], reason: str) -> None:
-    """One InputError when a solver that shares its cluster columns across tasks (``reason``
-    says which and why; "" for any other solver) is given different cluster counts; also
-    checked by a sweep on its data before anything runs."""
+def check_equal_clusters(counts: list[int], solver: str, reason: str) -> None:
+    """One InputError when a solver that needs the same cluster count in every task (``reason``
+    says why; "" for any other solver) is given different ones; also checked by a sweep on its
+    data before anything runs."""
     if reason and len(set(counts)) > 1:
-        raise InputError(f"{reason}: it needs the same number of clusters in every task, got {counts}")
+        raise InputError(f"{solver} needs the same number of clusters in every task ({reason}), got {counts}")
 
 
 def check_objective_finite(solver: str, trace, matrices: list) -> None:

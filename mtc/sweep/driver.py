@@ -206,7 +206,8 @@ def check_plan(plan: SweepPlan) -> None:
     datasets = plan.datasets
     try:
         for counts in {tuple(data.n_clusters) for data in datasets.values()}:
-            check_equal_clusters(list(counts), plan.run.method.solver.equal_clusters_reason)
+            check_equal_clusters(list(counts), plan.run.method.solver.__name__,
+                                 plan.run.method.solver.equal_clusters_reason)
         check_memory(plan.run, datasets)
     except InputError as error:
         raise InputError(f"sweep {plan.name}: {error}") from None
@@ -604,12 +605,15 @@ def incomplete_message(opened: OpenSweep, lost: dict[str, str], tuner: TunerOutc
             + ("free disk space, then " if full else "") + "run the same command again to run them")
 
 
-def all_failed_message(opened: OpenSweep, runs: list) -> str:
-    """One line for a sweep whose every trial failed in its fit: the first of its errors."""
-    errors = [run.data.tags["mtc.error"].splitlines()[0] for run in runs if run.data.tags.get("mtc.error")]
-    return (f"sweep {opened.plan.name}: all {len(opened.plan.trials)} trials failed in their fit (first error: "
-            f"{errors[0][:300] if errors else 'none recorded'}); MLflow parent run {opened.parent_id} is FAILED; "
-            "fix the cause, then run the same command again")
+def no_finished_trial_message(opened: OpenSweep, runs: list, closing: bool) -> str:
+    """One line for a sweep without a finished trial: how many failed in their fit, the first
+    (earliest) error, and, when the parent is being closed (``closing``), that it is FAILED."""
+    failed = sorted((run for run in runs if run.data.tags.get("mtc.error")), key=lambda run: run.info.start_time)
+    first = failed[0].data.tags["mtc.error"].splitlines()[0][:300] if failed else "none recorded"
+    return (f"sweep {opened.plan.name}: no trial finished, {len(failed)} of {len(opened.plan.trials)} failed in "
+            f"their fit (first error: {first}); "
+            + (f"MLflow parent run {opened.parent_id} is FAILED; " if closing else "")
+            + "fix the cause, then run the same command again")
 
 
 def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_started: bool = False,
@@ -641,7 +645,7 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
         raise SweepIncomplete(message)
     records = records_of(runs)
     if not any(record.status == "FINISHED" for record in records):  # nothing to report or choose
-        message = all_failed_message(opened, runs)
+        message = no_finished_trial_message(opened, runs, log)
         if log:
             client.set_tag(parent_id, "mtc.error", message[:5000])
             client.set_terminated(parent_id, "FAILED")
