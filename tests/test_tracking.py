@@ -84,7 +84,7 @@ def test_a_batch_whose_artifacts_cannot_be_written_is_lost_with_its_error_and_le
     prototype = MTCMRL(n_clusters=dataset.n_clusters, alpha=1.0, max_iter=5)
     job = SweepJob({0: dataset, 1: dataset}, prototype, "mtcmrl", {"name": "synthetic"}, "", experiment, parent, {},
                    False)
-    fitted = [fit_trial(job, Trial({}, seed), 1, {}) for seed in (0, 1)]
+    fitted = [fit_trial(job, Trial({}, seed), {}) for seed in (0, 1)]
     assert all(metrics["acc/mean"] > 0.9 for _, metrics in fitted)
     written, lost = write_fitted(client, job, fitted)  # no result: the error in one line per seed, not metrics
     assert written == [] and len(lost) == 2 and "\n" not in lost[0]

@@ -288,21 +288,25 @@ def sweep_trainable(config, *, jobs, batches):
     import numpy as np
     import ray
     from ray import tune
+    from threadpoolctl import threadpool_limits
 
     quiet_store_errors()
     sweep_id, trials = batches[config["batch"]]
-    job = ray.get(jobs[sweep_id])
+    job = ray.get(jobs[sweep_id])  # unpickling its prototype imports the solver and its libraries
     client = tracking.client_for(job.tracking_uri)
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
     tags = {**job.run_tags, "mtc.node_id": ray.get_runtime_context().get_node_id()}
     earlier = tracking.earlier_runs(client, job.experiment_id, job.parent_id, trials[0].label)
     done, fitted = [], []
-    for trial in trials:
-        metrics = tracking.skip_or_clear(client, earlier.get(trial.key, []))
-        if metrics is None:
-            fitted.append(fit_trial(job, trial, cpus, tags))
-        else:
-            done.append(metrics)
+    # BLAS and OpenMP threads limited once per batch, not per seed: finding the loaded libraries
+    # takes threadpoolctl about 2.4 ms, a tenth of a small fit (docs/results/README.md)
+    with threadpool_limits(limits=cpus):
+        for trial in trials:
+            metrics = tracking.skip_or_clear(client, earlier.get(trial.key, []))
+            if metrics is None:
+                fitted.append(fit_trial(job, trial, tags))
+            else:
+                done.append(metrics)
     written, lost = write_fitted(client, job, fitted)
     done += written
     scores = [metrics for metrics in done if metrics is not None]
@@ -349,18 +353,16 @@ class WorkerCaches:
 WORKER_CACHES = WorkerCaches()  # the only state a worker process keeps between trials
 
 
-def fit_trial(job: SweepJob, trial: Trial, cpus: int, tags: dict) -> tuple[run_writer.RunRecord, dict | None]:
-    """Fit one (grid point, seed) with ``cpus`` BLAS threads; returns its child run record
-    (started at the fit's start) and its metrics, or a FAILED record and None when the fit
-    raised (a result of the method, recorded with its error)."""
-    from threadpoolctl import threadpool_limits
-
+def fit_trial(job: SweepJob, trial: Trial, tags: dict) -> tuple[run_writer.RunRecord, dict | None]:
+    """Fit one (grid point, seed) with the BLAS threads its caller allows (sweep_trainable: the
+    Tune trial's CPUs); returns its child run record (started at the fit's start) and its
+    metrics, or a FAILED record and None when the fit raised (a result of the method, recorded
+    with its error)."""
     from mtc.trial import run_trial
 
     start_ms = int(time.time() * 1000)
     try:
-        with threadpool_limits(limits=cpus):
-            outcome = run_trial(job.datasets[trial.seed], job.prototype, trial, WORKER_CACHES.fits)
+        outcome = run_trial(job.datasets[trial.seed], job.prototype, trial, WORKER_CACHES.fits)
     except Exception as error:
         return tracking.failed_record(job.parent_id, trial, tags, start_ms, error), None
     config = trial_params(job.method, job.prototype, trial, job.data_config)
