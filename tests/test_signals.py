@@ -37,11 +37,17 @@ def store_args(folder: Path, db: Path, *extra: str) -> list[str]:
 
 
 def start(folder: Path, args: list[str]) -> subprocess.Popen:
-    """The driver in a process group of its own (as a terminal's job or a batch job), SIGINT at
-    its default (a job started with `&` inherits it ignored)."""
+    """The driver in a process group of its own (as a terminal's job or a batch job), SIGINT and
+    SIGHUP at their defaults: a job started with `&` inherits SIGINT ignored and one under nohup
+    SIGHUP (the test suite itself may run under nohup), and the driver keeps an ignored signal
+    ignored (mtc.sweep.stopping)."""
     return subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=folder, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_stop_signals)
+
+
+def default_stop_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def run(folder: Path, args: list[str]) -> subprocess.CompletedProcess:
