@@ -17,7 +17,7 @@ from mtc.metrics import accuracy
 from mtc.numerics.affinity import gaussian_affinity, median_positive
 from mtc.numerics.cache import Cache
 from mtc.numerics.kernels import distinct_rows, gram, squared_distances_from_gram, union_kernel, weighted_pair_median
-from mtc.numerics.seeding import indicator
+from mtc.numerics.seeding import indicator, kmeans_coordinates
 from mtc.numerics.transport import emd
 
 
@@ -271,6 +271,28 @@ def test_the_kernel_comes_from_the_cache_with_identical_results(shared_samples, 
         for a, b in zip(plain.Z_, other.Z_):
             np.testing.assert_array_equal(a, b)
     assert not np.array_equal(second.objective_trace_, plain.objective_trace_)
+
+
+def test_three_tasks_k_means_coordinates_are_computed_once_per_worker(monkeypatch):
+    """With d > n each task's k-means start runs on its exact row-space coordinates (an n x n
+    eigendecomposition): a sweep worker's cache (two places a step, as mtc.sweep gives) keeps
+    all three tasks' at once, so a second grid point computes none (one entry per task used to
+    evict each other: ng3's 62 s every fit)."""
+    computed = []
+    monkeypatch.setattr(mkc, "kmeans_coordinates", lambda X: computed.append(X.shape) or kmeans_coordinates(X))
+    data = make_synthetic(n_tasks=3, n_clusters=3, n_shared=1, samples_per_cluster=6, n_features=40, seed=4)
+    matrices = [sp.csr_matrix(np.abs(X)) for X in data.matrices]  # 18 rows, 40 columns: d > n
+    cache = Cache(size=2)
+    plain = SMKC(n_clusters=3, max_iter=10, random_state=1).fit(matrices)
+    assert len(computed) == 3
+    for lambda_ in (0.5, 0.1, 0.9):
+        cached_fit = SMKC(n_clusters=3, lambda_=lambda_, max_iter=10, random_state=1, cache=cache).fit(matrices)
+    assert len(computed) == 6  # three without the cache, three for all the cached fits
+    again = SMKC(n_clusters=3, max_iter=10, random_state=1, cache=cache).fit(matrices)
+    assert len(computed) == 6 and cached_fit.n_iter_ >= 1
+    np.testing.assert_array_equal(plain.objective_trace_, again.objective_trace_)
+    for a, b in zip(plain.Z_, again.Z_):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_planted_clusters_are_recovered():

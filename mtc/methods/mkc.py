@@ -288,9 +288,11 @@ class MKC(MultiTaskClusterer):
 
     def _initial_indicators(self, matrices, n_clusters, rng) -> list[np.ndarray]:
         """Z0: one-hot of k-means or random labels, + 0.2 (the paper gives no initialisation)."""
-        if self.init == "kmeans":  # the k-means coordinates are seed-independent: kept in the cache
-            coordinates = [cached(self.cache, "kmeans_coordinates", fingerprint(X), lambda X=X: kmeans_coordinates(X))
-                           for X in matrices]
+        if self.init == "kmeans":  # the k-means coordinates are seed-independent: every task's kept as one entry
+            # (one entry per task thrashed the cache's two places with three or more tasks: ng3's 62 s of
+            # eigendecompositions came back on every fit)
+            coordinates = cached(self.cache, "kmeans_coordinates", fingerprint(*matrices),
+                                 lambda: [kmeans_coordinates(X) for X in matrices])
             return [initial_indicator(Xc, k, rng, "kmeans", OFFSET, cache=self.cache)
                     for Xc, k in zip(coordinates, n_clusters)]
         return [indicator(rng.integers(k, size=X.shape[0]), k, OFFSET) for X, k in zip(matrices, n_clusters)]
