@@ -229,7 +229,8 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         run_on_ray,
         store_has_experiment,
     )
-    from mtc.sweep.stopping import SweepIncomplete
+    from mtc.sweep.finishing import Finisher
+    from mtc.sweep.stopping import SweepIncomplete, shielded
 
     start = time.perf_counter()
     first = plans[0].run
@@ -267,20 +268,33 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
                 with locks.server_lease(client, experiment_id, {plan.key: plan.name for plan in todo},
                                         first.tracking.uri):
                     opened = [open_sweep(plan, client, experiment_id) for plan in todo]
+                    by_name = {sweep.plan.name: sweep for sweep in opened}
+                    # each sweep reported as soon as its trials have ended, while the others run
+                    finisher = Finisher(lambda name: finish_sweep(by_name[name], TunerOutcome(), True))
                     try:
                         tuner = run_on_ray(opened, cpus, f"study {study.name}",
-                                           first.sweep.output_dir / "studies" / study.name / "ray_results", first)
+                                           first.sweep.output_dir / "studies" / study.name / "ray_results", first,
+                                           finisher)
                     except BaseException as error:  # a stop signal or an error: Ray stopped, every sweep's runs closed
-                        raise leave(opened, error) from None
+                        with shielded():  # the sweep being reported ends FINISHED (or as it failed)
+                            finisher.join()
+                        raise leave([o for o in opened if o.plan.name not in finisher.handled], error) from None
+                    finisher.join()
+                    reported = set(finisher.results) | set(finisher.incomplete)
                     for i, sweep in enumerate(opened):
+                        name = sweep.plan.name
                         try:
-                            result = finish_sweep(sweep, tuner, True)
+                            if finisher.error and finisher.error[0] == name:
+                                raise finisher.error[1]
+                            if name in finisher.incomplete:
+                                raise SweepIncomplete(finisher.incomplete[name])
+                            result = finisher.results[name] if name in reported else finish_sweep(sweep, tuner, True)
                         except SweepIncomplete as error:  # its parent is FAILED; the other sweeps are still reported
                             incomplete.append(str(error))
-                            outcome["ran"].append(sweep.plan.name)
+                            outcome["ran"].append(name)
                             continue
                         except BaseException as error:
-                            raise leave(opened[i:], error) from None
+                            raise leave([o for o in opened[i:] if o.plan.name not in reported], error) from None
                         best = result.best.get("acc") or result.best.get("objective")
                         print(f"{sweep.plan.name}: {len(sweep.plan.trials)} trials, best `{best.point}` "
                               + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else ""))

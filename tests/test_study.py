@@ -163,16 +163,33 @@ def test_a_sweep_whose_every_trial_fails_is_one_line_and_the_studys_other_sweeps
     assert not (tmp_path / "outputs" / "toy-synthetic" / "report.md").exists()
 
 
+def parents_by_name(db) -> dict:
+    """The store's parent runs by name, read with sqlite3 (cheap enough to poll): name -> status."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as connection:
+        try:
+            return dict(connection.execute(
+                "SELECT runs.name, runs.status FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+                "WHERE tags.key = ?", (tracking.SWEEP_KEY_TAG,)).fetchall())
+        except sqlite3.OperationalError:  # the schema is not created yet
+            return {}
+
+
 def test_a_terminated_study_closes_its_runs_and_the_same_command_resumes(tmp_path):
     """SIGTERM mid-study (a scheduler's time limit): every parent and child run is closed, none
-    RUNNING; the same command then runs only what did not finish: no run lost or duplicated."""
+    RUNNING; the same command then runs only what did not finish: no run lost or duplicated.
+    The study's first sweep, whose trials ended before the signal, was reported while the
+    Tuner ran the others (mtc.sweep.finishing): it stays FINISHED, and the resumed study leaves
+    it as it was."""
     study = tmp_path / "slow.yaml"
+    small = "'sweep.repeats=3', 'sweep.seeds_per_trial=1', 'data.params.n_tasks=2', 'data.params.samples_per_cluster=10'"
     study.write_text("sweeps:\n  - methods: [toy]\n    data: [synthetic]\n"
-                     "    overrides: ['++method.grid.shift=[0.0,1.0]', '++method.params.delay=1.5', 'sweep.repeats=3',"
-                     " 'sweep.seeds_per_trial=1', 'data.params.n_tasks=2', 'data.params.samples_per_cluster=10']\n"
+                     f"    overrides: ['++method.grid.shift=[3.0]', {small}, 'sweep.name=toy-quick']\n"
                      "  - methods: [toy]\n    data: [synthetic]\n"
-                     "    overrides: ['++method.grid.shift=[2.0]', '++method.params.delay=1.5', 'sweep.repeats=3',"
-                     " 'sweep.seeds_per_trial=1', 'data.params.n_tasks=2', 'data.params.samples_per_cluster=10',"
+                     f"    overrides: ['++method.grid.shift=[0.0,1.0]', '++method.params.delay=1.5', {small}]\n"
+                     "  - methods: [toy]\n    data: [synthetic]\n"
+                     f"    overrides: ['++method.grid.shift=[2.0]', '++method.params.delay=1.5', {small},"
                      " 'sweep.name=toy-other']\n")
     db = tmp_path / "mlflow.db"
     args = [str(study), f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", *store_overrides(tmp_path)]
@@ -182,26 +199,32 @@ def test_a_terminated_study_closes_its_runs_and_the_same_command_resumes(tmp_pat
     from test_cli import child_runs, finished_children
 
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and finished_children(db) < 2:
+    while time.monotonic() < deadline and (finished_children(db) < 5
+                                           or parents_by_name(db).get("toy-quick") != "FINISHED"):
         time.sleep(0.5)
     driver.send_signal(signal.SIGTERM)
     driver.communicate(timeout=240)
     assert driver.returncode != 0
     _, children, parents = child_runs(db)
-    assert len(parents) == 2 and {p.info.status for p in parents} == {"KILLED"}
+    status = {p.info.run_name: p.info.status for p in parents}
+    assert status == {"toy-quick": "FINISHED", "toy-synthetic": "KILLED", "toy-other": "KILLED"}
+    assert (tmp_path / "outputs" / "toy-quick" / "report.md").is_file()
     statuses = [r.info.status for r in children]
-    assert "RUNNING" not in statuses and 2 <= statuses.count("FINISHED") < 9
+    assert "RUNNING" not in statuses and 5 <= statuses.count("FINISHED") < 12
     kept = {(r.data.tags[tracking.PARENT_TAG], r.data.tags[tracking.TRIAL_KEY_TAG]): r.info.run_id
             for r in children if r.info.status == "FINISHED"}
+    quick = {p.info.run_name: p for p in parents}["toy-quick"]
 
     done = subprocess.run([sys.executable, "-m", "mtc.reproduce", *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     _, children, parents = child_runs(db)
-    assert len(parents) == 2 and {p.info.status for p in parents} == {"FINISHED"}
+    assert len(parents) == 3 and {p.info.status for p in parents} == {"FINISHED"}
+    again = {p.info.run_name: p for p in parents}["toy-quick"]
+    assert (again.info.run_id, again.info.end_time) == (quick.info.run_id, quick.info.end_time)  # not touched
     finished = [(r.data.tags[tracking.PARENT_TAG], r.data.tags[tracking.TRIAL_KEY_TAG], r.info.run_id)
                 for r in children if r.info.status == "FINISHED"]
-    assert len(finished) == 9 and len({(p, k) for p, k, _ in finished}) == 9  # none lost, none twice
+    assert len(finished) == 12 and len({(p, k) for p, k, _ in finished}) == 12  # none lost, none twice
     assert all(kept[(p, k)] == run_id for p, k, run_id in finished if (p, k) in kept)  # finished runs kept
 
 

@@ -481,10 +481,12 @@ def tune_batches(opened: list[OpenSweep], slots: int) -> dict[str, tuple[str, li
     return batches
 
 
-def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run: Settings) -> TunerOutcome:
+def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run: Settings,
+               finisher=None) -> TunerOutcome:
     """Run the pending trials of every sweep in one Ray Tune Tuner (trials of different sweeps
     share the workers); ``run`` gives the Tune settings (CPUs per trial, concurrency,
-    retries, verbosity)."""
+    retries, verbosity). A ``finisher`` (mtc.sweep.finishing.Finisher, a study's) reports
+    each sweep whose trials have all ended while the Tuner runs the others."""
     import ray
     from ray import tune
 
@@ -506,12 +508,15 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
     progress = None if sweep.verbose else ProgressLine(
         {key: len(trials) for key, (_, trials) in batches.items()}, name,
         {key: owner for key, (owner, _) in batches.items()} if len(jobs) > 1 else None)
+    callbacks = [callback for callback in (progress, finisher) if callback is not None]
+    if finisher is not None:
+        finisher.expect({key: owner for key, (owner, _) in batches.items()})
     tuner = tune.Tuner(
         trainable,
         param_space={"batch": tune.grid_search(list(batches))},
         tune_config=tune.TuneConfig(reuse_actors=True, max_concurrent_trials=sweep.max_concurrent_trials),
         run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=sweep.verbose,
-                                  callbacks=[progress] if progress else [],
+                                  callbacks=callbacks,
                                   failure_config=tune.FailureConfig(max_failures=sweep.max_failures, fail_fast=False)),
     )
     # Ctrl-C raises KeyboardInterrupt here instead of Tune's own handler, which would end
