@@ -137,7 +137,7 @@ def chosen_points(summaries: list[PointSummary]) -> dict[str, PointSummary]:
 
 def sweep_parents(client, experiment_id: str) -> list:
     """The parent runs of sweeps (a ``mtc.sweep_key`` tag, no parent of their own), any status."""
-    return [run for run in tracking.search_all(client, experiment_id, f"tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'")
+    return [run for run in tracking.runs_with_tag(client, experiment_id, tracking.SWEEP_KEY_TAG)
             if tracking.PARENT_TAG not in run.data.tags]
 
 

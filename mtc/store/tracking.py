@@ -166,7 +166,13 @@ def flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
 
 
 def search_all(client, experiment_id: str, filter_string: str = "") -> list:
-    """Every active run of the experiment that matches ``filter_string``, page by page."""
+    """Every active run of the experiment that matches ``filter_string``, page by page (all of
+    them, unfiltered, read in a few SQL queries on a SQL store: mtc.store.run_reader)."""
+    from mtc.store import run_reader
+
+    store = None if filter_string else run_reader.sql_store(client)
+    if store is not None:
+        return run_reader.read_runs(store, experiment_id)
     runs, token = [], None
     while True:
         page = client.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
@@ -177,8 +183,24 @@ def search_all(client, experiment_id: str, filter_string: str = "") -> list:
 
 
 def find_runs(client, experiment_id: str, **tags) -> list:
-    """Active runs of the experiment whose tags equal the given values."""
+    """Active runs of the experiment whose tags equal the given values (read in a few SQL
+    queries on a SQL store: mtc.store.run_reader)."""
+    from mtc.store import run_reader
+
+    store = run_reader.sql_store(client)
+    if store is not None:
+        return run_reader.read_runs(store, experiment_id, tags)
     return search_all(client, experiment_id, " and ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items()))
+
+
+def runs_with_tag(client, experiment_id: str, key: str) -> list:
+    """Active runs of the experiment that have the tag ``key``, whatever its value."""
+    from mtc.store import run_reader
+
+    store = run_reader.sql_store(client)
+    if store is not None:
+        return run_reader.read_runs(store, experiment_id, has_tag=key)
+    return search_all(client, experiment_id, f"tags.`{key}` LIKE '%'")
 
 
 def open_parent_run(client, experiment_id: str, sweep_key: str, run_name: str, params: dict,
