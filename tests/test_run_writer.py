@@ -80,3 +80,19 @@ def test_a_bad_metric_key_is_refused_before_any_row(store):
 def test_the_route_follows_the_tracking_uri():
     assert run_writer.is_sql_store("sqlite:////tmp/x.db") and run_writer.is_sql_store("postgresql+psycopg2://u@h/db")
     assert not run_writer.is_sql_store("http://127.0.0.1:5000") and not run_writer.is_sql_store("file:///tmp/mlruns")
+
+
+def test_the_client_route_writes_a_batch_from_several_threads_and_keeps_its_order(store):
+    """Against a server a batch's runs are written by CLIENT_THREADS threads at once: every run
+    complete (its tags, params, metrics, file, status), ids in the records' order."""
+    client, experiment, parent, _ = store
+    batch = [record(f"r{i}", "FAILED" if i % 5 == 0 else "FINISHED") for i in range(3 * run_writer.CLIENT_THREADS)]
+    ids = run_writer.write_with_client(client, experiment, parent, batch)
+    assert len(set(ids)) == len(batch)
+    for run_id, written in zip(ids, batch):
+        run = client.get_run(run_id)
+        assert (run.info.run_name, run.info.status) == (written.name, written.status)
+        assert run.data.tags["mtc.trial_key"] == written.name and run.data.params == {"alpha": "0.5", "seed": "3"}
+        assert [(m.step, m.value) for m in client.get_metric_history(run_id, "objective/trace")] == \
+            [(0, 3.0), (1, 2.0), (7, 1.5)]
+        np.testing.assert_array_equal(np.load(client.download_artifacts(run_id, "trial.npz"))["labels"], np.arange(4))
