@@ -68,6 +68,27 @@ def test_task_weights_prefer_a_related_task_over_an_unrelated_one():
     assert normalised[0, 1] > normalised[0, 2] and normalised[1, 0] > normalised[1, 2]
 
 
+def test_task_weights_threshold_is_the_printed_sorted_rows_entry_to_the_bit():
+    """Eq. 20's eps^t is read off row l of U^t (every column of V^(tt) sorted in descending
+    order); task_weights takes the same order statistic by a partition: identical weights,
+    ties and l at its bounds included."""
+    rng = np.random.default_rng(4)
+    features = [rng.random((40, 6)), rng.random((35, 6)), np.repeat(rng.random((10, 6)), 3, axis=0)]  # ties
+    relations = relation_matrices(features)
+
+    def printed(l):
+        alpha = np.zeros((3, 3))
+        for t in range(3):
+            ranked = -np.sort(-relations[(t, t)], axis=0)
+            threshold = np.median(ranked[min(l[t], relations[(t, t)].shape[0] - 1)])
+            for s in range(3):
+                alpha[t, s] = np.count_nonzero(relations[(t, s)] >= threshold) / relations[(t, s)].size
+        return alpha
+
+    for l in ([1, 1, 1], [5, 7, 3], [39, 34, 29], [60, 60, 60]):
+        np.testing.assert_array_equal(task_weights(relations, l), printed(l))
+
+
 @pytest.fixture(scope="module")
 def planted():
     return make_synthetic(n_tasks=2, n_clusters=3, n_shared=2, samples_per_cluster=30, seed=6)
