@@ -130,3 +130,36 @@ def test_kmeans_labels_are_kept_by_data_k_and_drawn_seed_and_the_generator_moves
     kmeans_labels(X, 2, np.random.default_rng(7), cache=cache)
     kmeans_labels(X[:50], 3, np.random.default_rng(7), cache=cache)
     assert len(kept) == 4  # another seed, k or data: kept apart, beyond the cache's default size
+
+
+def test_a_persisted_step_is_shared_through_its_folder_and_recomputed_when_unreadable(tmp_path, monkeypatch):
+    """Two workers' caches with one folder: the second reads the first's k-means labels instead
+    of running k-means; another k, or another OpenMP thread count (part of the key), is another
+    file; a damaged file is computed again and rewritten; without a folder nothing is written."""
+    from threadpoolctl import threadpool_limits
+
+    from mtc.numerics import seeding
+
+    X = np.random.default_rng(5).normal(size=(60, 4))
+    with threadpool_limits(limits=1):
+        first = seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=Cache(folder=tmp_path))
+    files = sorted((tmp_path / "kmeans_labels").glob("*.npy"))
+    assert len(files) == 1
+    runs = []
+    real = seeding.KMeans
+    monkeypatch.setattr(seeding, "KMeans", lambda **kwargs: runs.append(kwargs) or real(**kwargs))
+    with threadpool_limits(limits=1):
+        second = seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=Cache(folder=tmp_path))
+        assert runs == [] and not second.flags.writeable
+        np.testing.assert_array_equal(first, second)
+        seeding.kmeans_labels(X, 2, np.random.default_rng(7), cache=Cache(folder=tmp_path))
+    with threadpool_limits(limits=2):
+        seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=Cache(folder=tmp_path))
+    assert len(runs) == 2 and len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 3
+    files[0].write_bytes(b"not an array")
+    with threadpool_limits(limits=1):
+        again = seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=Cache(folder=tmp_path))
+    assert len(runs) == 3 and np.array_equal(np.load(files[0]), first)
+    np.testing.assert_array_equal(again, first)
+    seeding.kmeans_labels(X, 4, np.random.default_rng(7), cache=Cache(folder=None))
+    assert len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 3 and not list(tmp_path.glob("**/*.tmp"))

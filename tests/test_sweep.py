@@ -105,6 +105,41 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     assert arrays["labels/task0"].shape == (80,)
 
 
+def test_the_workers_keep_the_k_means_labels_of_their_seedings_as_files(finished_sweep, monkeypatch):
+    """The toy seeds with kmeans_labels and the worker's cache: each (task, seed) k-means of
+    the fitted trials is a file in steps/ of the processed-data cache, holding the labels the
+    runs logged; a cache given that folder in this process, on the trials' one OpenMP thread
+    (part of the key: k-means splits its sums among its threads), finds every one of them."""
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    from mtc.numerics import seeding
+    from mtc.numerics.cache import Cache
+    from mtc.numerics.seeding import kmeans_labels
+
+    cfg, tmp, result, client = finished_sweep
+    from mtc.sweep.driver import steps_folder
+
+    folder = steps_folder(None)
+    assert folder == Path(os.environ["MTC_CACHE_DIR"]) / "steps"
+    kept = {path.name: np.load(path) for path in (folder / "kmeans_labels").glob("*.npy")}
+    fitted = [run for run in children(client, result) if run.info.status == "FINISHED"]
+    assert len(fitted) == 2 and len(kept) >= 2 * 2  # two tasks of each fitted seed (other tests may add more)
+    run = settings(cfg)
+    cache = Cache(folder=folder)
+    monkeypatch.setattr(seeding, "KMeans", None)  # any k-means run here would raise: every label is read
+    for child in fitted:
+        seed = int(child.data.params["seed"])
+        data, rng = run.data.load(seed), np.random.default_rng(seed)
+        logged = tracking.load_trial_arrays(client, child.info.run_id, child.info.artifact_uri)
+        for task, X, k in zip(data.task_names, data.matrices, data.n_clusters):
+            with threadpool_limits(limits=1):
+                labels = kmeans_labels(X, k, rng, cache=cache)
+            assert cache.path("kmeans_labels", next(reversed(cache.results["kmeans_labels"]))).name in kept
+            np.testing.assert_array_equal(labels, logged[f"labels/{task}"])
+
+
 def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     _, tmp, result, client = finished_sweep
     failed = [r for r in children(client, result) if r.info.status == "FAILED"]

@@ -6,12 +6,22 @@ that takes a ``cache`` parameter keeps such a step's result in the Cache it is g
 sweep's trial runner gives every fit of a worker process the same one); with ``cache=None``
 everything is computed afresh, with the same result to the bit. Cached arrays are made
 read-only, since several fits share them.
+
+A Cache with a ``folder`` also keeps the results of steps asked to ``persist`` there, one
+``.npy`` file per result: the workers of a machine, and later sweeps, then share them. A sweep
+gives its workers' caches a folder beside the processed datasets (``steps/`` in
+``data.cache_dir``) and persists only the k-means labels of the seeding (small, deterministic for
+a key that names everything they depend on: mtc.numerics.seeding.kmeans_labels). Two workers
+fitting the same data with different methods or grid points (MTCFIR and its ablations on one
+corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same k-means each.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,6 +45,8 @@ class Cache:
     ----------
     size : int, default=2
         Results kept per step name.
+    folder : str or Path, optional
+        Where the results of steps asked to ``persist`` are kept as files (none without it).
 
     Attributes
     ----------
@@ -42,24 +54,36 @@ class Cache:
         Per step name, key -> result, most recently used last.
     """
 
-    def __init__(self, size: int = 2):
+    def __init__(self, size: int = 2, folder: str | Path | None = None):
         self.size = size
+        self.folder = folder
         self.results: dict[str, OrderedDict] = {}
 
-    def get(self, step: str, key, compute, keep: int | None = None):
+    def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False):
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
         results of this step are kept (default: ``size``; more for small results that many
-        trials of a worker share, such as k-means labels)."""
+        trials of a worker share, such as k-means labels). With ``persist`` (an array result
+        whose key's ``repr`` names everything it depends on) and a ``folder``, the result is
+        also read from and written to a file there."""
         kept = self.results.setdefault(step, OrderedDict())
         if key in kept:
             kept.move_to_end(key)
             return kept[key]
-        result = compute()
+        path = self.path(step, key) if persist and self.folder is not None else None
+        result = _read(path) if path is not None else None
+        if result is None:
+            result = compute()
+            if path is not None:
+                _write(path, result)
         _freeze(result)
         kept[key] = result
         if len(kept) > (self.size if keep is None else keep):
             kept.popitem(last=False)
         return result
+
+    def path(self, step: str, key) -> Path:
+        """The file of a persisted result: ``<folder>/<step>/<sha1 of repr(key)>.npy``."""
+        return Path(self.folder) / step / f"{hashlib.sha1(repr(key).encode()).hexdigest()}.npy"
 
     def __deepcopy__(self, memo):
         return self  # a handle: scikit-learn's clone shares it instead of copying its contents
@@ -68,6 +92,27 @@ class Cache:
 def cached(cache: Cache | None, step: str, key, compute, keep: int | None = None):
     """``cache.get(step, key, compute, keep)``, or ``compute()`` when there is no cache."""
     return compute() if cache is None else cache.get(step, key, compute, keep)
+
+
+def _read(path: Path) -> np.ndarray | None:
+    """A persisted result, or None when there is none (or it cannot be read: it is computed again)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def _write(path: Path, result: np.ndarray) -> None:
+    """Keep ``result`` at ``path``, atomically (a reader sees the whole file or none); a
+    folder that cannot be written (read-only, full) only means it is not kept."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "wb") as handle:
+            np.save(handle, result, allow_pickle=False)
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
 
 
 def _freeze(value) -> None:

@@ -8,19 +8,25 @@ k-means labels depend only on the data, k and the integer seed drawn from the fi
 generator, not on the method's other parameters; with a ``cache`` they are kept by those
 three, so the grid points of a sweep that share features (MTCFIR: every neighbour ratio at
 one corruption) run each seed's k-means once per worker. The generator is drawn from in the
-same way either way, so the labels and everything after them are the same to the bit.
+same way either way, so the labels and everything after them are the same to the bit. A
+cache with a folder (a sweep's workers) also keeps them as files, by a key that adds what else
+the labels depend on: scikit-learn's version, the OpenMP threads k-means runs on (its sums
+are split among them) and KMEANS_VERSION.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import sklearn
 from sklearn.cluster import KMeans
+from sklearn.utils._openmp_helpers import _openmp_effective_n_threads  # the threads KMeans itself runs on
 
 from mtc.numerics.cache import Cache, fingerprint
 from mtc.numerics.linalg import row_space_coordinates
 
 SEEDINGS = ("kmeans", "random")
 KMEANS_KEPT = 128  # labels kept per worker: 10 seeds x up to 6 tasks x 2 feature sets, a few MiB at n = 5000
+KMEANS_VERSION = 1  # of the kept labels' files: bump when kmeans_labels computes them differently
 
 
 def seed_from(rng: np.random.Generator) -> int:
@@ -45,7 +51,8 @@ def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: 
 
     if cache is None:
         return compute()
-    return cache.get("kmeans_labels", (fingerprint(X), k, n_init, seed), compute, keep=KMEANS_KEPT)
+    key = (fingerprint(X), k, n_init, seed, KMEANS_VERSION, sklearn.__version__, _openmp_effective_n_threads())
+    return cache.get("kmeans_labels", key, compute, keep=KMEANS_KEPT, persist=True)
 
 
 def indicator(labels: np.ndarray, k: int, offset: float = 0.0) -> np.ndarray:

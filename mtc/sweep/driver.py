@@ -131,6 +131,7 @@ class SweepJob:
     parent_id: str
     run_tags: dict
     readable: bool
+    cache_dir: str | None = None  # data.cache_dir as configured: the workers' steps/ folder is in it
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,8 @@ def sweep_job(opened: OpenSweep) -> SweepJob:
     run = opened.plan.run
     prototype = run.method.prototype(n_clusters=opened.plan.datasets[0].n_clusters)
     return SweepJob(opened.plan.datasets, prototype, run.method.name, run.data.resolved, run.tracking.uri,
-                    opened.experiment_id, opened.parent_id, opened.plan.tags, run.tracking.readable_trial_files)
+                    opened.experiment_id, opened.parent_id, opened.plan.tags, run.tracking.readable_trial_files,
+                    None if run.data.cache_dir is None else str(Path(run.data.cache_dir).expanduser().resolve()))
 
 
 def sweep_trainable(config, *, jobs, batches):
@@ -294,6 +296,7 @@ def sweep_trainable(config, *, jobs, batches):
     sweep_id, trials = batches[config["batch"]]
     job = ray.get(jobs[sweep_id])  # unpickling its prototype imports the solver and its libraries
     client = tracking.client_for(job.tracking_uri)
+    WORKER_CACHES.fits.folder = steps_folder(job.cache_dir)  # resolved here: a worker's own disk and home
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
     tags = {**job.run_tags, "mtc.node_id": ray.get_runtime_context().get_node_id()}
     earlier = tracking.earlier_runs(client, job.experiment_id, job.parent_id, trials[0].label)
@@ -338,10 +341,19 @@ def quiet_store_errors() -> None:
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
+def steps_folder(cache_dir: str | None) -> Path:
+    """Where a worker's cache keeps the results it persists (mtc.numerics.cache): ``steps/`` in
+    the processed-data cache folder."""
+    from mtc.data.cache import cache_dir as processed_dir
+
+    return processed_dir(cache_dir) / "steps"
+
+
 @dataclass(frozen=True)
 class WorkerCaches:
     """What a worker process keeps between its trials (Ray reuses a worker for many): the
-    solvers' seed-independent steps (``cache`` parameters, mtc.numerics.cache), the heatmap
+    solvers' seed-independent steps (``cache`` parameters, mtc.numerics.cache; the k-means
+    labels of their seedings also as files in the sweep's steps_folder), the heatmap
     frames of readable trial files (mtc.results.plots.block_heatmap) and the SQL stores the
     runs are written to (one engine per tracking URI)."""
 

@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from mtc.methods.base import MultiTaskClusterer
+from mtc.numerics.cache import Cache
 from mtc.numerics.seeding import kmeans_labels
 from mtc.record import LabelledMatrix
 
@@ -33,6 +34,9 @@ class ToyClusterer(MultiTaskClusterer):
     die_once : str, default=""
         A file path: the first fit that finds no file there creates it and kills its own
         process with SIGKILL (a Ray worker killed in the middle of a trial).
+    cache : mtc.numerics.cache.Cache or None, default=None
+        Keeps the k-means labels (a sweep's worker gives its cache; its files are shared by
+        the workers of a machine).
     random_state : int, Generator or None, default=None
         Seed of k-means.
 
@@ -54,14 +58,16 @@ class ToyClusterer(MultiTaskClusterer):
 
     _parameter_constraints = {**MultiTaskClusterer._parameter_constraints,
                               "shift": [Interval(Real, 0, None, closed="left")], "fail": ["boolean"],
-                              "delay": [Interval(Real, 0, None, closed="left")], "die_once": [str]}
+                              "delay": [Interval(Real, 0, None, closed="left")], "die_once": [str],
+                              "cache": [None, Cache]}
 
-    def __init__(self, n_clusters=2, shift=0.0, fail=False, delay=0.0, die_once="", random_state=None):
+    def __init__(self, n_clusters=2, shift=0.0, fail=False, delay=0.0, die_once="", cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.shift = shift
         self.fail = fail
         self.delay = delay
         self.die_once = die_once
+        self.cache = cache
         self.random_state = random_state
 
     def _fit(self, matrices, n_clusters, rng):
@@ -72,7 +78,7 @@ class ToyClusterer(MultiTaskClusterer):
             open(self.die_once, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
         T = len(matrices)
-        self.labels_ = [kmeans_labels(X, k, rng) for X, k in zip(matrices, n_clusters)]
+        self.labels_ = [kmeans_labels(X, k, rng, cache=self.cache) for X, k in zip(matrices, n_clusters)]
         self.objective_trace_ = np.array([4.0, 3.0, 2.5, 2.25]) + self.shift
         self.n_iter_, self.converged_ = 3, True
         # block (t, s)[i, j]: 1 + t when cluster i of task t and cluster j of task s are the same cluster
