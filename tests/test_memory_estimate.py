@@ -96,3 +96,28 @@ def test_shapes_of_dense_and_sparse_tasks():
     assert dense == Shapes((5, 4), 3, (2, 2), None) and not dense.sparse
     sparse = Shapes.of([sp.eye(5, 3, format="csr"), sp.eye(4, 3, format="csr")], [2, 3])
     assert sparse.nnz == (3, 3) and sparse.pooled() == Shapes((9,), 3, (3,), (6,))
+
+
+def test_a_fit_that_cannot_fit_in_memory_is_refused_in_one_line_before_it_allocates():
+    """MTCFIR on two tasks of 50,000 documents (issue 32's size): its n x n relations alone are
+    hundreds of GB, so fit refuses with its estimate before allocating anything of that size."""
+    from mtc.methods.memory import check_fit_memory
+    from mtc.methods.mtcfir import MTCFIR
+
+    X = sp.random(50_000, 2000, density=0.001, random_state=3, format="csr")
+    estimate = estimate_peak_bytes(MTCFIR(n_clusters=[4, 4]), Shapes.of([X, X], [4, 4]))
+    assert estimate > 100 * 2**30
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=r"^MTCFIR: a fit on 2 tasks of 50000 samples needs about \d+\.\d GiB "
+                                             r"\(estimate, mtc.methods.memory\) but \d+\.\d GiB is free: use fewer "
+                                             r"samples per task$"):
+            MTCFIR(n_clusters=[4, 4]).fit([X, X])
+        assert tracemalloc.get_traced_memory()[1] < 50 * 2**20  # the check, not the fit
+    finally:
+        tracemalloc.stop()
+    # a solver with an exact implicit route says so
+    shapes = Shapes((30_000, 30_000), 2_000, (4, 4), (600_000, 600_000))
+    with pytest.raises(InputError, match=r"use fewer samples per task, or route='implicit' \(exact, no n x n affinity\)$"):
+        check_fit_memory(SymmetricNMF(route="dense"), shapes, available=2**30)
+    assert check_fit_memory(SymmetricNMF(), shapes, available=2**30) < 2**30  # its default (implicit) route fits

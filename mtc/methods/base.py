@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from mtc.methods.memory import Shapes, check_fit_memory
 from mtc.methods.validation import check_n_clusters, check_objective_finite, check_tasks
 from mtc.numerics.affinity import AFFINITIES
 from mtc.numerics.convergence import STOPPING_RULES, SingleFit, summed_traces
@@ -55,6 +56,7 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
         self._validate_params()
         matrices = check_tasks(tasks, nonnegative=self.requires_nonnegative)
         n_clusters = check_n_clusters(self.n_clusters, matrices, type(self).__name__, self.equal_clusters_reason)
+        check_fit_memory(self, Shapes.of(matrices, n_clusters))  # refused in one line before it allocates
         self.record_ = FitRecord()
         self._fit(matrices, n_clusters, np.random.default_rng(self.random_state))
         check_objective_finite(type(self).__name__, self.objective_trace_, matrices)

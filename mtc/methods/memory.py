@@ -268,12 +268,34 @@ def check_sweep_memory(solver, shapes: Shapes, points: list[dict], concurrent: i
         return peak
     name = type(solver).__name__
     fits = free // peak
-    params = solver.get_params()
-    implicit = params.get("route") not in (None, "implicit") and params.get("affinity", "cosine") == "cosine"
-    route = ", or +method.params.route=implicit (exact, no n x n affinity)" if implicit else ""
+    route = implicit_hint(solver.get_params(), "+method.params.route=implicit")
     if fits >= 1:
         raise InputError(f"{name}: a fit needs about {gigabytes(peak)} (estimate) and {concurrent} concurrent trials "
                          f"{gigabytes(concurrent * peak)}, but {gigabytes(free)} is free: set "
                          f"sweep.max_concurrent_trials={fits}{route}")
     raise InputError(f"{name}: a fit needs about {gigabytes(peak)} (estimate) but {gigabytes(free)} is free, not even "
                      f"one trial fits: use fewer samples per task{route}")
+
+
+def implicit_hint(params: dict, setting: str) -> str:
+    """", or <setting> (exact, ...)" for a solver on the dense route that has an exact implicit
+    one (cosine affinity), else ""."""
+    implicit = params.get("route") not in (None, "implicit") and params.get("affinity", "cosine") == "cosine"
+    return f", or {setting} (exact, no n x n affinity)" if implicit else ""
+
+
+def check_fit_memory(solver, shapes: Shapes, available: int | None = None) -> int | None:
+    """What ``fit`` checks before it allocates (issue 32): an InputError in one line, with the
+    estimate, when a fit of ``solver`` on tasks of ``shapes`` would need more than the memory
+    available (default: available_bytes()); returns the estimate (None: a solver of no known
+    family, nothing checked)."""
+    peak = estimate_peak_bytes(solver, shapes)
+    if peak is None:
+        return None
+    free = available_bytes() if available is None else available
+    if peak > free:
+        hint = implicit_hint(solver.get_params(), "route='implicit'")
+        raise InputError(f"{type(solver).__name__}: a fit on {len(shapes.n)} tasks of {max(shapes.n)} samples needs "
+                         f"about {gigabytes(peak)} (estimate, mtc.methods.memory) but {gigabytes(free)} is free: use "
+                         f"fewer samples per task{hint}")
+    return peak
