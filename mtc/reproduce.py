@@ -275,12 +275,12 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
                         tuner = run_on_ray(opened, cpus, f"study {study.name}",
                                            first.sweep.output_dir / "studies" / study.name / "ray_results", first,
                                            finisher)
+                        finisher.join()
                     except BaseException as error:  # a stop signal or an error: Ray stopped, every sweep's runs closed
                         with shielded():  # the sweep being reported ends FINISHED (or as it failed)
                             finisher.join()
-                        raise leave([o for o in opened if o.plan.name not in finisher.handled], error) from None
-                    finisher.join()
-                    reported = set(finisher.results) | set(finisher.incomplete)
+                        raise leave([o for o in opened if o.plan.name not in finisher.reported], error) from None
+                    reported = finisher.reported
                     for i, sweep in enumerate(opened):
                         name = sweep.plan.name
                         try:

@@ -134,8 +134,9 @@ def test_kmeans_labels_are_kept_by_data_k_and_drawn_seed_and_the_generator_moves
 
 def test_a_persisted_step_is_shared_through_its_folder_and_recomputed_when_unreadable(tmp_path, monkeypatch):
     """Two workers' caches with one folder: the second reads the first's k-means labels instead
-    of running k-means; another k, or another OpenMP thread count (part of the key), is another
-    file; a damaged file is computed again and rewritten; without a folder nothing is written."""
+    of running k-means; another k is another file; labels computed on two OpenMP threads (not
+    repeatable to the bit) are kept in memory only; a damaged file, or one holding no valid
+    labels, is computed again and rewritten; without a folder nothing is written."""
     from threadpoolctl import threadpool_limits
 
     from mtc.numerics import seeding
@@ -153,13 +154,22 @@ def test_a_persisted_step_is_shared_through_its_folder_and_recomputed_when_unrea
         assert runs == [] and not second.flags.writeable
         np.testing.assert_array_equal(first, second)
         seeding.kmeans_labels(X, 2, np.random.default_rng(7), cache=Cache(folder=tmp_path))
+    assert len(runs) == 1 and len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 2
     with threadpool_limits(limits=2):
-        seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=Cache(folder=tmp_path))
-    assert len(runs) == 2 and len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 3
-    files[0].write_bytes(b"not an array")
-    with threadpool_limits(limits=1):
-        again = seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=Cache(folder=tmp_path))
-    assert len(runs) == 3 and np.array_equal(np.load(files[0]), first)
-    np.testing.assert_array_equal(again, first)
+        two = Cache(folder=tmp_path)
+        seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=two)
+        seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=two)
+    assert len(runs) == 2 and len(two.results["kmeans_labels"]) == 1  # computed, kept in memory, no file
+    assert len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 2
+    for damage in (b"not an array", None):
+        if damage is None:
+            np.save(files[0], np.full(60, 7))  # labels beyond k = 3
+        else:
+            files[0].write_bytes(damage)
+        with threadpool_limits(limits=1):
+            again = seeding.kmeans_labels(X, 3, np.random.default_rng(7), cache=Cache(folder=tmp_path))
+        np.testing.assert_array_equal(again, first)
+        np.testing.assert_array_equal(np.load(files[0]), first)
+    assert len(runs) == 4
     seeding.kmeans_labels(X, 4, np.random.default_rng(7), cache=Cache(folder=None))
-    assert len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 3 and not list(tmp_path.glob("**/*.tmp"))
+    assert len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 2 and not list(tmp_path.glob("**/*.tmp"))

@@ -83,10 +83,23 @@ def test_the_route_follows_the_tracking_uri():
 
 
 def test_the_client_route_writes_a_batch_from_several_threads_and_keeps_its_order(store):
-    """Against a server a batch's runs are written by CLIENT_THREADS threads at once: every run
-    complete (its tags, params, metrics, file, status), ids in the records' order."""
+    """Against a server a batch's runs are sent by CLIENT_THREADS threads at once: every run
+    complete (its tags, params, metrics, files, status), ids in the records' order; the files
+    are written in the caller's thread (a readable trial's figures share the worker's frames)."""
+    import threading
+
     client, experiment, parent, _ = store
+
+    def own_files(name, write):
+        def write_files(folder):
+            assert threading.current_thread() is threading.main_thread()
+            (folder / "name.txt").write_text(name)
+            write(folder)
+        return write_files
+
     batch = [record(f"r{i}", "FAILED" if i % 5 == 0 else "FINISHED") for i in range(3 * run_writer.CLIENT_THREADS)]
+    batch = [run_writer.RunRecord(r.name, r.tags, r.params, r.metrics, r.status, r.start_ms, r.end_ms,
+                                  own_files(r.name, r.write_files)) for r in batch]
     ids = run_writer.write_with_client(client, experiment, parent, batch)
     assert len(set(ids)) == len(batch)
     for run_id, written in zip(ids, batch):
@@ -96,3 +109,4 @@ def test_the_client_route_writes_a_batch_from_several_threads_and_keeps_its_orde
         assert [(m.step, m.value) for m in client.get_metric_history(run_id, "objective/trace")] == \
             [(0, 3.0), (1, 2.0), (7, 1.5)]
         np.testing.assert_array_equal(np.load(client.download_artifacts(run_id, "trial.npz"))["labels"], np.arange(4))
+        assert open(client.download_artifacts(run_id, "name.txt")).read() == written.name

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import uuid
 from collections import OrderedDict
 from pathlib import Path
 
@@ -59,18 +61,21 @@ class Cache:
         self.folder = folder
         self.results: dict[str, OrderedDict] = {}
 
-    def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False):
+    def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False, valid=None):
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
         results of this step are kept (default: ``size``; more for small results that many
         trials of a worker share, such as k-means labels). With ``persist`` (an array result
         whose key's ``repr`` names everything it depends on) and a ``folder``, the result is
-        also read from and written to a file there."""
+        also read from and written to a file there; a file whose array ``valid(array)`` rejects
+        is computed again."""
         kept = self.results.setdefault(step, OrderedDict())
         if key in kept:
             kept.move_to_end(key)
             return kept[key]
         path = self.path(step, key) if persist and self.folder is not None else None
         result = _read(path) if path is not None else None
+        if result is not None and valid is not None and not valid(result):
+            result = None
         if result is None:
             result = compute()
             if path is not None:
@@ -105,7 +110,7 @@ def _read(path: Path) -> np.ndarray | None:
 def _write(path: Path, result: np.ndarray) -> None:
     """Keep ``result`` at ``path``, atomically (a reader sees the whole file or none); a
     folder that cannot be written (read-only, full) only means it is not kept."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "wb") as handle:

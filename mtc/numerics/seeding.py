@@ -10,13 +10,19 @@ three, so the grid points of a sweep that share features (MTCFIR: every neighbou
 one corruption) run each seed's k-means once per worker. The generator is drawn from in the
 same way either way, so the labels and everything after them are the same to the bit. A
 cache with a folder (a sweep's workers) also keeps them as files, by a key that adds what else
-the labels depend on: scikit-learn's version, the OpenMP threads k-means runs on (its sums
-are split among them) and KMEANS_VERSION.
+the labels depend on: the versions of scikit-learn, numpy and scipy, the machine's
+architecture and KMEANS_VERSION (bumped when this module computes them otherwise). Only labels
+computed on one OpenMP thread (a sweep's trials, by default) are kept as files: with several,
+scikit-learn's k-means adds its threads' partial sums in the order they finish, so a
+computation is not repeatable to the bit and no file could stand for it.
 """
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
+import scipy
 import sklearn
 from sklearn.cluster import KMeans
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads  # the threads KMeans itself runs on
@@ -51,8 +57,12 @@ def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: 
 
     if cache is None:
         return compute()
-    key = (fingerprint(X), k, n_init, seed, KMEANS_VERSION, sklearn.__version__, _openmp_effective_n_threads())
-    return cache.get("kmeans_labels", key, compute, keep=KMEANS_KEPT, persist=True)
+    threads = _openmp_effective_n_threads()
+    key = (fingerprint(X), k, n_init, seed, threads, KMEANS_VERSION, sklearn.__version__, np.__version__,
+           scipy.__version__, platform.machine())
+    return cache.get("kmeans_labels", key, compute, keep=KMEANS_KEPT, persist=threads == 1,
+                     valid=lambda labels: labels.shape == (X.shape[0],) and labels.dtype.kind == "i"
+                     and 0 <= labels.min() and labels.max() < k)
 
 
 def indicator(labels: np.ndarray, k: int, offset: float = 0.0) -> np.ndarray:

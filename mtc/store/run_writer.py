@@ -90,12 +90,12 @@ def sql_store(tracking_uri: str, stores: dict | None):
     return store
 
 
-def upload_files(artifact_uri: str, record: RunRecord, tracking_uri: str | None = None) -> None:
+def upload_files(artifact_uri: str, record: RunRecord) -> None:
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     with tempfile.TemporaryDirectory() as tmp:
         record.write_files(Path(tmp))
-        get_artifact_repository(artifact_uri, tracking_uri=tracking_uri).log_artifacts(tmp)
+        get_artifact_repository(artifact_uri).log_artifacts(tmp)
 
 
 def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
@@ -162,29 +162,37 @@ CLIENT_THREADS = 8  # runs of a batch written at once against a tracking server 
 def write_with_client(client, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
     """The tracking server's route: the client's calls per run (create_run with every tag,
     one log_batch, the files, set_terminated), after one check of the parent's status. A
-    run's four requests wait for the server's answers, so the batch's runs are written by up to
+    run's four requests wait for the server's answers, so the batch's runs are sent by up to
     CLIENT_THREADS threads at once (one after the other, a worker spent most of a trial waiting
-    on the network, docs/results/README.md); the ids come back in the records' order, and the
-    first error is raised once every thread has ended."""
+    on the network, docs/results/README.md); their files are written first, one run after the
+    other in this thread (drawing a figure uses the worker's shared matplotlib frames). The ids
+    come back in the records' order; the first error is raised once every thread has ended."""
     from concurrent.futures import ThreadPoolExecutor
 
     status = client.get_run(parent_id).info.status
     if status != "RUNNING":
         raise ParentClosed(f"parent run {parent_id} is {status}")
-    if len(records) == 1:
-        return [write_one_with_client(client, experiment_id, records[0])]
-    with ThreadPoolExecutor(max_workers=min(CLIENT_THREADS, len(records)), thread_name_prefix="mtc-runs") as pool:
-        futures = [pool.submit(write_one_with_client, client, experiment_id, record) for record in records]
-    return [future.result() for future in futures]
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = [Path(tmp) / str(i) for i in range(len(records))]
+        for folder, record in zip(folders, records):
+            folder.mkdir()
+            record.write_files(folder)
+        if len(records) == 1:
+            return [send_with_client(client, experiment_id, records[0], folders[0])]
+        with ThreadPoolExecutor(max_workers=min(CLIENT_THREADS, len(records)), thread_name_prefix="mtc-runs") as pool:
+            futures = [pool.submit(send_with_client, client, experiment_id, record, folder)
+                       for record, folder in zip(records, folders)]
+        return [future.result() for future in futures]
 
 
-def write_one_with_client(client, experiment_id: str, record: RunRecord) -> str:
-    """One run through the client's calls; returns its id."""
+def send_with_client(client, experiment_id: str, record: RunRecord, folder: Path) -> str:
+    """One run through the client's calls, its files from ``folder``; returns its id."""
     from mlflow.entities import Metric, Param
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     run = client.create_run(experiment_id, start_time=record.start_ms, run_name=record.name, tags=record.tags)
     client.log_batch(run.info.run_id, metrics=[Metric(k, v, record.end_ms, s) for k, v, s in record.metrics],
                      params=[Param(k, v) for k, v in record.params.items()])
-    upload_files(run.info.artifact_uri, record, client.tracking_uri)
+    get_artifact_repository(run.info.artifact_uri, tracking_uri=client.tracking_uri).log_artifacts(str(folder))
     client.set_terminated(run.info.run_id, record.status, end_time=record.end_ms)
     return run.info.run_id

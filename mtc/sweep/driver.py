@@ -131,7 +131,7 @@ class SweepJob:
     parent_id: str
     run_tags: dict
     readable: bool
-    cache_dir: str | None = None  # data.cache_dir as configured: the workers' steps/ folder is in it
+    cache_dir: str | None = None  # data.cache_dir made absolute by the driver, or None: the worker's own default
 
 
 @dataclass(frozen=True)
@@ -296,7 +296,7 @@ def sweep_trainable(config, *, jobs, batches):
     sweep_id, trials = batches[config["batch"]]
     job = ray.get(jobs[sweep_id])  # unpickling its prototype imports the solver and its libraries
     client = tracking.client_for(job.tracking_uri)
-    WORKER_CACHES.fits.folder = steps_folder(job.cache_dir)  # resolved here: a worker's own disk and home
+    WORKER_CACHES.fits.folder = steps_folder(job.cache_dir)  # no data.cache_dir: MTC_CACHE_DIR or ~ of the worker
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
     tags = {**job.run_tags, "mtc.node_id": ray.get_runtime_context().get_node_id()}
     earlier = tracking.earlier_runs(client, job.experiment_id, job.parent_id, trials[0].label)
@@ -583,7 +583,8 @@ def leave(opened: list[OpenSweep], error: BaseException) -> BaseException:
     if not isinstance(error, KeyboardInterrupt):
         return error
     stop = as_stopped(error)
-    counts = where[0][1] if len(where) == 1 else "; ".join(f"{name}: {text}" for name, text in where)
+    counts = where[0][1] if len(where) == 1 else "; ".join(f"{name}: {text}" for name, text in where) \
+        or "every sweep had been reported"
     return SweepInterrupted(f"{stop.how}: {counts}; run the same command again to resume: finished trials are kept, "
                             "the others run again", stop.exit_code)
 

@@ -74,9 +74,10 @@ class Finisher(Callback):
         self._thread.start()
 
     @property
-    def handled(self) -> set[str]:
-        """The sweeps this finisher reported, found incomplete or failed on."""
-        return set(self.results) | set(self.incomplete) | ({self.error[0]} if self.error else set())
+    def reported(self) -> set[str]:
+        """The sweeps this finisher closed: reported (FINISHED) or found incomplete (FAILED);
+        not the one it failed on (``error``), whose parent run is still open."""
+        return set(self.results) | set(self.incomplete)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get("lost_seeds"):
@@ -108,7 +109,8 @@ class Finisher(Callback):
 
     def join(self) -> None:
         """Wait for the sweep being reported, if any, and end the thread (the sweeps still
-        queued are left to the driver)."""
+        queued are left to the driver). Called again after a stop signal cut it short, it
+        waits again."""
         if self._thread is None:
             return
         while True:  # drop what is queued: the driver reports those itself
