@@ -305,9 +305,11 @@ def test_offline_handdigits_is_one_line_and_leaves_no_empty_folder(tmp_path):
 def raylet_like(user: str | None, address: str) -> subprocess.Popen:
     """A process Ray's address search takes for a raylet (named raylet, ``--gcs-address``):
     an injected stand-in, since starting another user's Ray cluster here takes a second account's
-    Ray set-up; the check reads only the process table, as Ray's own ``auto`` does."""
-    process = subprocess.Popen(["raylet", "-c", "sleep 60; true", f"--gcs-address={address}"], executable="/bin/sh",
-                               user=user, start_new_session=True)
+    Ray set-up; the check reads only the process table, as Ray's own ``auto`` does. The shell
+    waits in its builtin ``read`` on a pipe, so it never forks: a forked child keeps the name
+    until it execs, and a loaded machine showed the search that child (CI, pid + 1)."""
+    process = subprocess.Popen(["raylet", "-c", "read line", f"--gcs-address={address}"], executable="/bin/sh",
+                               stdin=subprocess.PIPE, user=user, start_new_session=True)
     cmdline = Path(f"/proc/{process.pid}/cmdline")
     for _ in range(500):  # until it has exec'd (a bounded wait: 5 s at most)
         if cmdline.read_bytes().startswith(b"raylet"):
@@ -325,7 +327,7 @@ def test_auto_does_not_follow_a_stale_address_into_another_users_cluster(tmp_pat
             done, created = run_case(["ray.address=auto"], tmp_path, address)
         finally:
             process.kill()
-            process.wait()
+            process.communicate()
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
     assert lines[0].startswith(f"error: ray.address=auto: the Ray cluster at {address} (named in {tmp_path}/tmp/ray/"
@@ -343,7 +345,7 @@ def test_auto_joins_the_users_own_cluster_and_says_which(tmp_path, monkeypatch):
         address, how = preflight.ray_auto_address()
     finally:
         process.kill()
-        process.wait()
+        process.communicate()
     assert address == "127.0.0.1:6"
     assert how == f"named in {tmp_path}/ray/ray_current_cluster; its raylet, pid {process.pid}, is yours"
     monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")  # the user's explicit choice wins, as in Ray
