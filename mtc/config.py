@@ -10,6 +10,7 @@ value is an InputError (the command line prints one line and exits 2).
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import itertools
 import json
@@ -125,8 +126,14 @@ def method_display_names(folder: Path | None = None) -> dict[str, str]:
     """Every method config's name in its paper's terms, for figures (``display:`` in its YAML,
     e.g. ``A-Ncut``; the config name when it has none). Tables, CSVs and runs keep the config
     names; a sweep reads only ``_target_``, ``params`` and ``grid``."""
-    folder = folder or CONF_DIR / "method"
-    return {path.stem: str(OmegaConf.load(path).get("display") or path.stem) for path in sorted(folder.glob("*.yaml"))}
+    return dict(display_names_in(folder or CONF_DIR / "method"))
+
+
+@functools.cache
+def display_names_in(folder: Path) -> tuple[tuple[str, str], ...]:
+    """(config name, display name) of every method config in ``folder``, read once per process
+    (a study reports every sweep with it: 60 ms of YAML each time)."""
+    return tuple((path.stem, str(OmegaConf.load(path).get("display") or path.stem)) for path in sorted(folder.glob("*.yaml")))
 
 
 def method_spec(cfg: DictConfig) -> MethodSpec:

@@ -15,11 +15,13 @@ its rows are written, so a run that can be read has its files.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 
@@ -91,8 +93,22 @@ def sql_store(tracking_uri: str, stores: dict | None):
 
 
 def upload_files(artifact_uri: str, record: RunRecord) -> None:
+    """The run's files into its artifact folder: written there directly when the artifact store
+    is a local folder (a temporary folder and its copy cost as much as writing the files), else
+    written to a temporary folder and uploaded by MLflow's artifact repository. A folder left
+    half-written by an error is removed."""
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+    from mlflow.utils.file_utils import local_file_uri_to_path
 
+    if urlparse(artifact_uri).scheme in ("", "file"):
+        folder = Path(local_file_uri_to_path(artifact_uri))
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            record.write_files(folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return
     with tempfile.TemporaryDirectory() as tmp:
         record.write_files(Path(tmp))
         get_artifact_repository(artifact_uri).log_artifacts(tmp)

