@@ -96,8 +96,8 @@ def toy_sweep(tmp_path, db, *extra):
             "data.params.n_tasks=2", "data.params.samples_per_cluster=10", *extra]
 
 
-def start_driver(tmp_path, args):
-    return subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=plugin_env(),
+def start_driver(tmp_path, args, env=None):
+    return subprocess.Popen([sys.executable, "-m", "mtc.sweep", *args], cwd=tmp_path, env=env or plugin_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -129,11 +129,17 @@ def ray_processes_after(pid: int, wait: float = 60.0) -> list[str]:
 
 
 def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_path):
+    """The killed driver's Ray folder is left behind, and the next sweep removes it. Its drivers
+    get a temp folder of their own (TMPDIR; short, for Ray's socket paths): in /tmp, a sweep of
+    another test process removed the folder before this test could see it (CI, two processes)."""
+    import shutil
     import signal
 
     db = tmp_path / "mlflow.db"
     args = toy_sweep(tmp_path, db)
-    driver = start_driver(tmp_path, args)
+    temp = Path(tempfile.mkdtemp(prefix="mtc-t", dir="/tmp"))
+    env = {**plugin_env(), "TMPDIR": str(temp)}
+    driver = start_driver(tmp_path, args, env)
     try:
         for line in driver.stdout:
             if "MLflow parent run" in line:
@@ -148,14 +154,15 @@ def test_a_killed_driver_is_resumed_by_the_same_command_without_duplicates(tmp_p
         assert 0 < len(kept) < 12
 
         assert not ray_processes_after(driver.pid)  # its local Ray died with it (Ray's parent-death signal)
-        left = sorted(Path(tempfile.gettempdir()).glob(f"mtc-ray-{driver.pid}-*"))
+        left = sorted(temp.glob(f"mtc-ray-{driver.pid}-*"))
         assert [path.suffix for path in left] == ["", ".lock"]  # its Ray folder and lock: its clean-up never ran
-        done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=plugin_env())
+        done = run_cli("mtc.sweep", *args, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
         assert not any(path.exists() for path in left)  # removed by the next sweep
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)  # a test that failed midway leaves nothing running
+        shutil.rmtree(temp, ignore_errors=True)
     _, children, parents = child_runs(db)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
