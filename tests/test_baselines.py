@@ -71,6 +71,32 @@ def test_kernel_kmeans_objective_never_rises(planted):
     assert np.all(np.diff(trace) <= 1e-9 * abs(trace[0]))
 
 
+def test_kernel_kmeans_incremental_sums_give_the_literal_iterates(monkeypatch):
+    """K H updated from the columns of the samples that moved gives the labels, iterations and
+    objective trace of K H computed again every iteration (the literal route), restart for
+    restart, while computing K H in full only when many samples move."""
+    from mtc.methods import kernel_kmeans
+
+    data = make_synthetic(n_tasks=1, n_clusters=5, n_shared=0, separation=0.5, samples_per_cluster=60, seed=4)
+    K = gaussian_affinity(data.matrices[0], 1.0, "relative")
+    full_sums = {True: 0, False: 0}
+    counted = kernel_kmeans.cluster_kernel_sums
+    for seed in range(6):
+        start = kernel_kmeans.kernel_kmeanspp(K, 5, np.random.default_rng(seed))
+        runs = {}
+        for incremental in (True, False):
+            def counting(*args, incremental=incremental):
+                full_sums[incremental] += 1
+                return counted(*args)
+            monkeypatch.setattr(kernel_kmeans, "cluster_kernel_sums", counting)
+            runs[incremental] = kernel_kmeans.kernel_kmeans_lloyd(K, start, 5, 300, incremental=incremental)
+        fast, literal = runs[True], runs[False]
+        assert np.array_equal(fast.labels, literal.labels) and fast.n_iter == literal.n_iter > 2
+        np.testing.assert_allclose(fast.trace, literal.trace, rtol=1e-10)
+        assert np.all(np.diff(fast.trace) <= 1e-9 * abs(fast.trace[0]))
+    assert full_sums[True] < full_sums[False] / 2
+
+
 @pytest.fixture(scope="module")
 def overlapping_affinity():
     data = make_synthetic(n_tasks=1, n_clusters=4, n_shared=0, separation=0.8, seed=2)

@@ -3,6 +3,12 @@
 Distances to cluster means in feature space come from the kernel alone:
 ||phi(x_i) - m_c||^2 = K_ii - 2/|c| sum_{j in c} K_ij + 1/|c|^2 sum_{j,l in c} K_jl,
 computed for all (i, c) at once from K H, H the n x k one-hot assignment matrix.
+
+K H is the whole cost of an iteration (it reads all of K). Between iterations only the samples
+that changed cluster change it: K H_new = K H_old + K[:, moved] (H_new - H_old)[moved], which
+reads |moved| columns of K. Lloyd's later iterations move a few samples, so K H is updated that
+way while fewer than half the samples moved (``incremental=True``, the default), else computed
+again; the iterates equal the full recomputation's to rounding (tests/test_baselines.py).
 """
 
 from __future__ import annotations
@@ -16,17 +22,27 @@ from mtc.numerics.affinity import WIDTH_MODES, gaussian_affinity
 from mtc.numerics.convergence import SingleFit
 
 
-def kernel_distances(K: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
-    """n x k squared feature-space distances from every sample to every cluster mean."""
+def cluster_kernel_sums(K: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """K H: n x k, sum_{j in c} K_ij for every sample i and cluster c."""
     n = K.shape[0]
     H = sp.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, k))
-    sizes = np.asarray(H.sum(axis=0)).ravel()
+    return np.asarray(H.T @ K).T
+
+
+def distances_from_sums(diag: np.ndarray, KH: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """n x k squared feature-space distances from every sample to every cluster mean, from K's
+    diagonal and K H (cluster_kernel_sums); an empty cluster is infinitely far."""
+    sizes = np.bincount(labels, minlength=k).astype(float)
     safe = np.maximum(sizes, 1.0)
-    KH = np.asarray(H.T @ K).T  # n x k: sum_{j in c} K_ij
-    within = np.asarray((H.multiply(KH)).sum(axis=0)).ravel()  # sum_{j,l in c} K_jl
-    dist = np.diag(K)[:, None] - 2.0 * KH / safe + within / safe**2
+    within = np.bincount(labels, weights=KH[np.arange(len(labels)), labels], minlength=k)  # sum_{j,l in c} K_jl
+    dist = diag[:, None] - 2.0 * KH / safe + within / safe**2
     dist[:, sizes == 0] = np.inf
     return dist
+
+
+def kernel_distances(K: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """n x k squared feature-space distances from every sample to every cluster mean."""
+    return distances_from_sums(np.diag(K), cluster_kernel_sums(K, labels, k), labels, k)
 
 
 def kernel_kmeanspp(K: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -44,19 +60,32 @@ def kernel_kmeanspp(K: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarr
     return np.argmin(to_centres, axis=1)
 
 
-def kernel_kmeans_lloyd(K, labels, k, max_iter):
-    """Lloyd iterations in kernel space; the objective (sum of distances) never rises."""
+def kernel_kmeans_lloyd(K, labels, k, max_iter, incremental=True):
+    """Lloyd iterations in kernel space; the objective (sum of distances) never rises. With
+    ``incremental`` K H is updated from the columns of K of the samples that moved (module
+    docstring), else computed again every iteration."""
+    diag, rows = np.diag(K), np.arange(len(labels))
+    KH = cluster_kernel_sums(K, labels, k)
     trace = []
     for it in range(1, max_iter + 1):
-        dist = kernel_distances(K, labels, k)
-        trace.append(float(dist[np.arange(len(labels)), labels].sum()))
+        dist = distances_from_sums(diag, KH, labels, k)
+        trace.append(float(dist[rows, labels].sum()))
         new = np.argmin(dist, axis=1)
-        fit = dist[np.arange(len(new)), new]
+        fit = dist[rows, new]
         for empty in np.setdiff1d(np.arange(k), new):  # refill an empty cluster with the worst-fit sample
             worst = np.argmax(fit)
             new[worst], fit[worst] = empty, -np.inf
         if np.array_equal(new, labels):
             return SingleFit(labels, trace, it, True)
+        moved = np.flatnonzero(new != labels)
+        if incremental and 2 * moved.size < len(labels):
+            change = np.zeros((moved.size, k))
+            change[np.arange(moved.size), new[moved]] = 1.0
+            change[np.arange(moved.size), labels[moved]] = -1.0
+            # K is symmetric (to rounding): the moved samples' rows are their columns, read contiguously
+            KH += K[moved].T @ change
+        else:
+            KH = cluster_kernel_sums(K, new, k)
         labels = new
     return SingleFit(labels, trace, max_iter, False)
 
