@@ -40,11 +40,6 @@ def distances_from_sums(diag: np.ndarray, KH: np.ndarray, labels: np.ndarray, k:
     return dist
 
 
-def kernel_distances(K: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
-    """n x k squared feature-space distances from every sample to every cluster mean."""
-    return distances_from_sums(np.diag(K), cluster_kernel_sums(K, labels, k), labels, k)
-
-
 def kernel_kmeanspp(K: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """k-means++ seeding in kernel space; returns the initial labels."""
     diag = np.diag(K)

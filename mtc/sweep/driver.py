@@ -282,10 +282,10 @@ def sweep_job(opened: OpenSweep, batches: dict[str, list[Trial]]) -> SweepJob:
 def sweep_trainable(config, *, jobs, owners):
     """One Ray Tune trial: a batch of seeds of one grid point of one sweep (``config["batch"]``
     names it; ``owners`` maps it to its sweep, ``jobs`` each sweep to its SweepJob in Ray's
-    object store, which holds the sweep's batches). A seed whose earlier attempt FINISHED is skipped (a retried Tune trial: its
-    worker died, killed, out of memory or node lost); each other seed is fitted, and the
-    batch's child runs are written together once every seed is done (run_writer.write_runs:
-    one transaction on a SQL store). A fit that raises gets a FAILED run (with the error) and
+    object store, which holds the sweep's batches). A seed whose earlier attempt FINISHED is
+    skipped (a retried Tune trial: its worker died, killed, out of memory or node lost); each
+    other seed is fitted, and the batch's child runs are written together once every seed is
+    done (run_writer.write_runs: one transaction on a SQL store). A fit that raises gets a FAILED run (with the error) and
     the other seeds still run; it is not retried (a seeded fit fails the same way again).
     When the runs cannot be written (a full disk) the batch's seeds are counted lost, with
     the error; when the driver has closed the parent run (it was stopped) none is written."""
