@@ -42,6 +42,33 @@ def test_row_space_coordinates_keep_inner_products():
     np.testing.assert_allclose(np.sort(s), np.sort(np.linalg.svd(X, compute_uv=False)), rtol=1e-8)
 
 
+def test_dense_gram_by_row_blocks_equals_the_product(monkeypatch):
+    """Above SYRK_ROWS rows X X' is taken by row blocks (numpy's SYRK route crashes OpenBLAS on
+    large products): the same matrix, symmetric, to rounding; up to it, numpy's own product."""
+    from mtc.numerics import linalg
+
+    X = np.random.default_rng(3).random((50, 7))
+    assert np.array_equal(linalg.dense_gram(X), X @ X.T)
+    monkeypatch.setattr(linalg, "SYRK_ROWS", 10)
+    monkeypatch.setattr(linalg, "GRAM_BLOCK_BYTES", 8 * 50 * 6)  # blocks of 6 rows, the last one of 2
+    blocked = linalg.dense_gram(X)
+    np.testing.assert_allclose(blocked, X @ X.T, rtol=1e-13)
+    np.testing.assert_allclose(blocked, blocked.T, rtol=1e-13)
+    U, s = gram_svd(X.T)
+    np.testing.assert_allclose(np.sort(s), np.sort(np.linalg.svd(X, compute_uv=False)), rtol=1e-8)
+    # the affinities that take X X' do so by blocks above SYRK_ROWS rows: the same matrices as scikit-learn's
+    from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
+
+    from mtc.numerics import affinity
+
+    monkeypatch.setattr(affinity, "SYRK_ROWS", 10)
+    np.testing.assert_allclose(affinity.squared_distances(X), euclidean_distances(X, squared=True), atol=1e-12)
+    np.testing.assert_allclose(affinity.cosine_affinity(X), np.maximum(cosine_similarity(X), 0.0), atol=1e-14)
+    D2 = euclidean_distances(X, squared=True)
+    np.testing.assert_allclose(affinity.gaussian_affinity(X, 1.0, "relative"),
+                               np.exp(-D2 / (2.0 * affinity.median_positive(D2))), atol=1e-12)
+
+
 def test_seedings_are_named_and_reproducible():
     X = np.vstack([np.zeros((5, 2)), np.ones((5, 2)) * 10])
     Y = initial_indicator(X, 2, np.random.default_rng(0), "kmeans", offset=0.2)

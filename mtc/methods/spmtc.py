@@ -95,7 +95,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from mtc.errors import InputError
 from mtc.methods.base import NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
 from mtc.numerics.convergence import SingleFit
-from mtc.numerics.linalg import as_dense
+from mtc.numerics.linalg import as_dense, self_gram
 from mtc.numerics.stacking import stack_rows
 from mtc.record import LabelledMatrix
 
@@ -331,7 +331,7 @@ class LSSMTC(MultiTaskClusterer):
         if d > N:
             null_w = self._null_basis_from_gram(Z)
             return Z, None, null_w
-        ZtZ = as_dense(Z.T @ Z)
+        ZtZ = self_gram(Z.T)
         values, vectors = scipy.linalg.eigh(ZtZ)
         keep = values > 1e-10 * max(values.max(), 1e-300)
         null_w = _null_basis(vectors[:, keep], self.n_components) if d - int(keep.sum()) >= self.n_components else None
@@ -341,7 +341,7 @@ class LSSMTC(MultiTaskClusterer):
         """A basis of null(Z) from the N x N Gram matrix of Z (d > N), or None when
         d - rank(Z) < l."""
         l, d = self.n_components, Z.shape[1]
-        values, vectors = scipy.linalg.eigh(as_dense(Z @ Z.T))
+        values, vectors = scipy.linalg.eigh(self_gram(Z))
         keep = values > 1e-10 * max(values.max(), 1e-300)
         if d - int(keep.sum()) < l:
             return None
@@ -352,7 +352,7 @@ class LSSMTC(MultiTaskClusterer):
         """Eq. 25 proper: S = Z'Z - Z'U (U'U)^-1 U'Z, its l eigenvectors of the smallest eigenvalues."""
         _, U = self._weighted_rows()
         ZtU = np.asarray(Z.T @ U)
-        S = (as_dense(Z.T @ Z) if ZtZ is None else ZtZ) - ZtU @ _solve_gram(U.T @ U, ZtU.T, self._fallbacks)
+        S = (self_gram(Z.T) if ZtZ is None else ZtZ) - ZtU @ _solve_gram(U.T @ U, ZtU.T, self._fallbacks)
         _, vectors = scipy.linalg.eigh((S + S.T) / 2.0, subset_by_index=[0, self.n_components - 1])
         return vectors
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
+from sklearn.preprocessing import normalize
 
-from mtc.numerics.linalg import as_dense
+from mtc.numerics.linalg import SYRK_ROWS, as_dense, dense_gram
 
 AFFINITIES = ("cosine", "gaussian")
 WIDTH_MODES = ("relative", "absolute")  # Gaussian width: x the median distance, or sigma itself
@@ -20,14 +21,20 @@ def row_norms_sq(X) -> np.ndarray:
 def squared_distances(A, B: np.ndarray | None = None, a_sq: np.ndarray | None = None) -> np.ndarray:
     """||a_i - b_j||^2 between the rows of A (dense or sparse) and of B (B = A when omitted),
     clipped at 0; ``a_sq`` are A's squared row norms when already known."""
-    B = A if B is None else B
     a2 = row_norms_sq(A) if a_sq is None else a_sq
-    return np.maximum(a2[:, None] + row_norms_sq(B)[None, :] - 2.0 * np.asarray(A @ B.T), 0.0)
+    if B is None:  # A A': by row blocks above SYRK_ROWS dense rows (mtc.numerics.linalg.dense_gram)
+        products, b2 = (np.asarray(A @ A.T) if sp.issparse(A) else dense_gram(A)), a2
+    else:
+        products, b2 = np.asarray(A @ B.T), row_norms_sq(B)
+    return np.maximum(a2[:, None] + b2[None, :] - 2.0 * products, 0.0)
 
 
 def cosine_affinity(X) -> np.ndarray:
     """Cosine similarity, negative values clipped to 0 so that SNMF/Ncut get M >= 0."""
-    M = cosine_similarity(X, dense_output=True)
+    if sp.issparse(X) or X.shape[0] <= SYRK_ROWS:
+        M = cosine_similarity(X, dense_output=True)
+    else:  # scikit-learn's product of the normalised rows takes SYRK (mtc.numerics.linalg.dense_gram)
+        M = dense_gram(normalize(np.asarray(X, dtype=float)))
     np.maximum(M, 0.0, out=M)
     return M
 
@@ -201,7 +208,12 @@ def gaussian_sigma2(width: float, mode: str, median_d2) -> float:
 def gaussian_affinity(X, width: float = 1.0, mode: str = "relative") -> np.ndarray:
     """exp(-||x_i - x_j||^2 / (2 sigma^2)) with sigma^2 = width^2 * median squared distance
     (``mode="relative"``) or sigma = width (``mode="absolute"``)."""
-    D2 = euclidean_distances(as_dense(X), squared=True)
+    X = as_dense(X)
+    if X.shape[0] <= SYRK_ROWS:
+        D2 = euclidean_distances(X, squared=True)
+    else:  # scikit-learn's X X' takes SYRK, which crashes OpenBLAS there (mtc.numerics.linalg.dense_gram)
+        D2 = squared_distances(X)
+        np.fill_diagonal(D2, 0.0)
     sigma2 = gaussian_sigma2(width, mode, lambda: median_positive(D2))
     return np.exp(-D2 / (2.0 * sigma2))
 

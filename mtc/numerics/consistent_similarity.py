@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.preprocessing import normalize
 
 from mtc.numerics.affinity import squared_distances
-from mtc.numerics.linalg import as_dense
+from mtc.numerics.linalg import as_dense, self_gram
 
 
 def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
@@ -29,7 +29,7 @@ def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.nd
     relations = {}
     for t in range(len(unit)):
         for s in range(t, len(unit)):
-            relations[(t, s)] = as_dense(unit[t] @ unit[s].T)
+            relations[(t, s)] = self_gram(unit[t]) if s == t else as_dense(unit[t] @ unit[s].T)
             relations[(s, t)] = relations[(t, s)].T
     return relations
 
@@ -87,7 +87,7 @@ def distance_matrices(features: list, relations: dict, alpha: np.ndarray):
             yield sum(alpha[t, s] * squared_distances(relations[(t, s)]) for s in range(T) if alpha[t, s] > 0)
         return
     unit = [normalize(Z) for Z in features]
-    grams = [as_dense(U.T @ U) for U in unit]
+    grams = [self_gram(U.T) for U in unit]
     for t in range(T):
         C = sum(alpha[t, s] * grams[s] for s in range(T) if alpha[t, s] > 0)
         gram = np.asarray(np.asarray(unit[t] @ C) @ unit[t].T)

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mtc.numerics.affinity import gaussian_sigma2
+from mtc.numerics.linalg import dense_gram
 
 KERNELS = ("gaussian", "linear")
 BLOCK_BYTES = 2**25  # working memory of one row block (Gram product, median passes)
@@ -144,8 +145,7 @@ def distinct_rows(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def gram(X) -> np.ndarray:
     """Dense X X' of a dense or sparse X (sparse: by row blocks, no sparse n x n product)."""
     if not sp.issparse(X):
-        X = np.asarray(X)
-        return X @ X.T
+        return dense_gram(X)
     n = X.shape[0]
     X = sp.csr_matrix(X)
     Xt = X.T.tocsr()

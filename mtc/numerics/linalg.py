@@ -20,10 +20,36 @@ def squared_norm(M) -> float:
     return float(M.multiply(M).sum()) if sp.issparse(M) else float(np.sum(M * M))
 
 
+SYRK_ROWS = 10_000  # a dense X X' with more rows is computed by row blocks (dense_gram)
+GRAM_BLOCK_BYTES = 2**25  # working memory of one row block of dense_gram
+
+
+def dense_gram(X: np.ndarray) -> np.ndarray:
+    """X X' of a dense X. numpy computes ``X @ X.T`` with BLAS's SYRK, which OpenBLAS 0.3.31
+    (numpy 2.4's wheels) crashes the process on (SIGSEGV) for large products on two threads,
+    numpy#19685; measured here: 15,500 x 2,000, 16,000 x 700, 20,000 x 300 and 30,000 x 100
+    crash, 14,000 x 1,000 and 40,000 x 50 do not. Up to SYRK_ROWS rows this is that product
+    (the same bits as before); above, blocks of rows by GEMM, the same values to rounding."""
+    X = np.asarray(X)
+    n = X.shape[0]
+    if n <= SYRK_ROWS:
+        return X @ X.T
+    out = np.empty((n, n), dtype=np.result_type(X.dtype, np.float64))
+    rows = max(1, GRAM_BLOCK_BYTES // (8 * n))
+    for start in range(0, n, rows):  # a block is not X itself, so numpy takes GEMM
+        np.matmul(X[start:start + rows], X.T, out=out[start:start + rows])
+    return out
+
+
+def self_gram(X) -> np.ndarray:
+    """X X' as a dense array, of a dense (dense_gram) or sparse X."""
+    return as_dense(X @ X.T) if sp.issparse(X) else dense_gram(X)
+
+
 def gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
     """(U, s) of the thin SVD X = U S V' computed from the n x n Gram matrix X X' = U S^2 U'
     (cheap when d > n), keeping singular values with s^2 > 1e-12 s_max^2. V = X' U / s."""
-    s2, U = scipy.linalg.eigh(as_dense(X @ X.T))
+    s2, U = scipy.linalg.eigh(self_gram(X))
     keep = s2 > 1e-12 * max(s2.max(), 1e-300)
     return U[:, keep], np.sqrt(s2[keep])
 
@@ -31,7 +57,7 @@ def gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
 def right_gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
     """(V, s) of the thin SVD X = U S V' computed from the d x d Gram matrix X'X = V S^2 V'
     (cheap when n > d: no n x n array), keeping s^2 > 1e-12 s_max^2. U = X V / s."""
-    s2, V = scipy.linalg.eigh(as_dense(X.T @ X))
+    s2, V = scipy.linalg.eigh(self_gram(X.T))
     keep = s2 > 1e-12 * max(s2.max(), 1e-300)
     return V[:, keep], np.sqrt(s2[keep])
 

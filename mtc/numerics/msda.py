@@ -22,7 +22,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from mtc.numerics.linalg import as_dense
+from mtc.numerics.linalg import as_dense, self_gram
 
 REGULARISATION = 1e-5
 
@@ -43,7 +43,7 @@ def msda_layer(X, p: float, route: str = "auto") -> np.ndarray:
     if route == "auto":
         route = "dense" if d + 1 <= n else "woodbury"
     if route == "dense":
-        S = as_dense(Xb.T @ Xb)
+        S = self_gram(Xb.T)
         EQ = S * np.outer(q, q)
         np.fill_diagonal(EQ, np.diag(S) * q + REGULARISATION)  # Eq. 6
         EP = S[:d] * q[None, :]  # Eq. 5
