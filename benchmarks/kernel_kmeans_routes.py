@@ -1,19 +1,28 @@
 """Kernel k-means on a benchmark, by route: how long a fit takes and whether the iterates agree.
 
-    MTC_DATA_DIR=../shared/data python benchmarks/kernel_kmeans_routes.py [--data ng3] [--width 10] [--seed 0]
+    MTC_DATA_DIR=../shared/data python benchmarks/kernel_kmeans_routes.py [--data ng3] [--width 10] [--seed 0] \
+        [--components 500]
 
 On one thread (threadpoolctl), the fit as a sweep runs it (``KernelKMeans``, absolute sigma, its
-``n_init`` restarts per task), with each of three routes:
+``n_init`` restarts per task), with each of four routes:
 
 - ``dense K, literal``: the kernel from the rows made dense (``gaussian_affinity``, today's), K H
   computed again every Lloyd iteration;
 - ``dense K, incremental``: the same kernel, K H updated from the samples that moved (the default);
 - ``sparse K, incremental``: the kernel from the sparse rows (scikit-learn's
   ``euclidean_distances`` on them), not a route of the package: printed to show what it would
-  change (the same K to rounding, not always the same labels).
+  change (the same K to rounding, not always the same labels);
+- ``nystroem``: ``route="nystroem"`` with ``--components`` rows drawn per task, an approximation
+  of the kernel (not the paper's method, off by default).
 
 Prints each route's fit time and accuracy per task, and the largest difference between the
 sparse and dense kernels of every task.
+
+    MTC_DATA_DIR=../shared/data python benchmarks/kernel_kmeans_routes.py --data ng1 --accuracy 500 1000
+
+instead compares the Nyström route (each listed number of components) with the dense route:
+mean accuracy over tasks, mean +- std over seeds 0-2, at sigma = 10 absolute (the AAAI-13 grid's)
+and at the relative width 1 (the package's default), one thread, with the time per fit.
 """
 
 from __future__ import annotations
@@ -40,27 +49,50 @@ def sparse_gaussian_affinity(X, width: float = 1.0, mode: str = "relative") -> n
     return np.exp(-D2 / (2.0 * gaussian_sigma2(width, mode, lambda: median_positive(D2))))
 
 
+def route_accuracy(dataset, components: list[int], seeds: int = 3) -> None:
+    """The dense route against the Nyström route with each of ``components`` (module docstring)."""
+    for width, mode in ((10.0, "absolute"), (1.0, "relative")):
+        for params in [{}] + [{"route": "nystroem", "n_components": m} for m in components]:
+            start, scores = time.perf_counter(), []
+            for seed in range(seeds):
+                solver = KernelKMeans(n_clusters=dataset.n_clusters, kernel_width=width, width_mode=mode,
+                                      random_state=seed, **params).fit(dataset.matrices)
+                scores.append(np.mean([accuracy(task.y, labels) for task, labels in zip(dataset.tasks, solver.labels_)]))
+            route = f"nystroem, m = {params['n_components']}" if params else "dense"
+            print(f"sigma {width:g} ({mode}), {route}: mean acc over tasks {np.mean(scores):.4f} +- {np.std(scores):.4f} "
+                  f"over seeds 0-{seeds - 1}, {(time.perf_counter() - start) / seeds:.1f} s a fit", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="ng3")
     parser.add_argument("--width", type=float, default=10.0, help="sigma (absolute)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--components", type=int, default=500, help="rows drawn by the Nyström route")
+    parser.add_argument("--accuracy", type=int, nargs="+", metavar="M", default=None,
+                        help="only compare the dense route's accuracy with the Nyström route's at these components")
     args = parser.parse_args()
     dataset = data_spec(compose_config([f"data={args.data}"]).data).load(0)
+    if args.accuracy:
+        with threadpool_limits(1):
+            route_accuracy(dataset, args.accuracy)
+        return
     dense_affinity, lloyd = kk.gaussian_affinity, kk.kernel_kmeans_lloyd
     with threadpool_limits(1):
         for X in dataset.matrices:
             gap = np.abs(sparse_gaussian_affinity(X, args.width, "absolute") - dense_affinity(X, args.width, "absolute")).max()
             print(f"task {X.shape}: largest |K sparse - K dense| {gap:.1e}")
-        routes = {"dense K, literal": (dense_affinity, False), "dense K, incremental": (dense_affinity, True),
-                  "sparse K, incremental": (sparse_gaussian_affinity, True)}
+        nystroem = {"route": "nystroem", "n_components": args.components}
+        routes = {"dense K, literal": (dense_affinity, False, {}), "dense K, incremental": (dense_affinity, True, {}),
+                  "sparse K, incremental": (sparse_gaussian_affinity, True, {}),
+                  f"nystroem, m = {args.components}": (dense_affinity, True, nystroem)}
         try:
-            for name, (affinity, incremental) in routes.items():
+            for name, (affinity, incremental, params) in routes.items():
                 kk.gaussian_affinity = affinity
                 kk.kernel_kmeans_lloyd = functools.partial(lloyd, incremental=incremental)
                 start = time.perf_counter()
                 solver = KernelKMeans(n_clusters=dataset.n_clusters, kernel_width=args.width, width_mode="absolute",
-                                      random_state=args.seed).fit(dataset.matrices)
+                                      random_state=args.seed, **params).fit(dataset.matrices)
                 scores = [round(accuracy(task.y, labels), 4) for task, labels in zip(dataset.tasks, solver.labels_)]
                 print(f"{name}: fit {time.perf_counter() - start:.1f} s, acc per task {scores}", flush=True)
         finally:

@@ -9,6 +9,12 @@ that changed cluster change it: K H_new = K H_old + K[:, moved] (H_new - H_old)[
 reads |moved| columns of K. Lloyd's later iterations move a few samples, so K H is updated that
 way while fewer than half the samples moved (``incremental=True``, the default), else computed
 again; the iterates equal the full recomputation's to rounding (tests/test_baselines.py).
+
+The Lloyd loop and the seeding read K through three operations (its diagonal, some of its
+columns, its products with assignment matrices), so the same code runs on K held as an n x n
+array (``DenseKernel``, the paper's method) and on Nyström features Phi with K ~ Phi Phi'
+(``FactoredKernel``, ``route="nystroem"``: an approximation of the kernel, not the paper's,
+off by default), where n x n is never formed.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import StrOptions
 
 from mtc.methods.base import AT_LEAST_ONE, POSITIVE, MultiTaskClusterer, PerTaskClusterer
-from mtc.numerics.affinity import WIDTH_MODES, gaussian_affinity
+from mtc.numerics.affinity import WIDTH_MODES, gaussian_affinity, nystroem_features
 from mtc.numerics.convergence import SingleFit
 
 
@@ -40,27 +46,66 @@ def distances_from_sums(diag: np.ndarray, KH: np.ndarray, labels: np.ndarray, k:
     return dist
 
 
-def kernel_kmeanspp(K: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+class DenseKernel:
+    """The kernel as an n x n array ``K``."""
+
+    def __init__(self, K: np.ndarray):
+        self.K = K
+        self.n = K.shape[0]
+        self.diagonal = np.diag(K)
+
+    def columns(self, index) -> np.ndarray:
+        return self.K[:, index]
+
+    def cluster_sums(self, labels: np.ndarray, k: int) -> np.ndarray:
+        return cluster_kernel_sums(self.K, labels, k)
+
+    def moved_sums(self, moved: np.ndarray, change: np.ndarray) -> np.ndarray:
+        """K[:, moved] change; K is symmetric (to rounding): the moved samples' rows are their
+        columns, read contiguously."""
+        return self.K[moved].T @ change
+
+
+class FactoredKernel:
+    """The kernel as ``Phi Phi'`` from features ``Phi`` (n x m); no n x n array is formed."""
+
+    def __init__(self, Phi: np.ndarray):
+        self.Phi = Phi
+        self.n = Phi.shape[0]
+        self.diagonal = np.einsum("ij,ij->i", Phi, Phi)
+
+    def columns(self, index) -> np.ndarray:
+        return self.Phi @ self.Phi[index].T
+
+    def cluster_sums(self, labels: np.ndarray, k: int) -> np.ndarray:
+        H = sp.csr_matrix((np.ones(self.n), (np.arange(self.n), labels)), shape=(self.n, k))
+        return self.Phi @ np.asarray(H.T @ self.Phi).T
+
+    def moved_sums(self, moved: np.ndarray, change: np.ndarray) -> np.ndarray:
+        return self.Phi @ (self.Phi[moved].T @ change)
+
+
+def kernel_kmeanspp(kernel: DenseKernel | FactoredKernel, k: int, rng: np.random.Generator) -> np.ndarray:
     """k-means++ seeding in kernel space; returns the initial labels."""
-    diag = np.diag(K)
-    centres = [int(rng.integers(K.shape[0]))]
-    closest = diag - 2 * K[:, centres[0]] + diag[centres[0]]
+    diag, n = kernel.diagonal, kernel.n
+    centres = [int(rng.integers(n))]
+    closest = diag - 2 * kernel.columns(centres[0]) + diag[centres[0]]
     for _ in range(1, k):
         weights = np.maximum(closest, 0.0)
         total = weights.sum()
-        nxt = int(rng.choice(K.shape[0], p=weights / total)) if total > 0 else int(rng.integers(K.shape[0]))
+        nxt = int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.integers(n))
         centres.append(nxt)
-        closest = np.minimum(closest, diag - 2 * K[:, nxt] + diag[nxt])
-    to_centres = diag[:, None] - 2 * K[:, centres] + diag[centres][None, :]
+        closest = np.minimum(closest, diag - 2 * kernel.columns(nxt) + diag[nxt])
+    to_centres = diag[:, None] - 2 * kernel.columns(centres) + diag[centres][None, :]
     return np.argmin(to_centres, axis=1)
 
 
-def kernel_kmeans_lloyd(K, labels, k, max_iter, incremental=True):
+def kernel_kmeans_lloyd(kernel: DenseKernel | FactoredKernel, labels, k, max_iter, incremental=True):
     """Lloyd iterations in kernel space; the objective (sum of distances) never rises. With
     ``incremental`` K H is updated from the columns of K of the samples that moved (module
     docstring), else computed again every iteration."""
-    diag, rows = np.diag(K), np.arange(len(labels))
-    KH = cluster_kernel_sums(K, labels, k)
+    diag, rows = kernel.diagonal, np.arange(len(labels))
+    KH = kernel.cluster_sums(labels, k)
     trace = []
     for it in range(1, max_iter + 1):
         dist = distances_from_sums(diag, KH, labels, k)
@@ -77,10 +122,9 @@ def kernel_kmeans_lloyd(K, labels, k, max_iter, incremental=True):
             change = np.zeros((moved.size, k))
             change[np.arange(moved.size), new[moved]] = 1.0
             change[np.arange(moved.size), labels[moved]] = -1.0
-            # K is symmetric (to rounding): the moved samples' rows are their columns, read contiguously
-            KH += K[moved].T @ change
+            KH += kernel.moved_sums(moved, change)
         else:
-            KH = cluster_kernel_sums(K, new, k)
+            KH = kernel.cluster_sums(new, k)
         labels = new
     return SingleFit(labels, trace, max_iter, False)
 
@@ -102,6 +146,14 @@ class KernelKMeans(PerTaskClusterer):
         Kernel k-means++ restarts; the lowest final objective wins.
     max_iter : int, default=300
         Lloyd iterations per restart.
+    route : {"dense", "nystroem"}, default="dense"
+        ``"dense"``: the n x n kernel, as the paper's method. ``"nystroem"``: **not the
+        paper's method**, an approximation for large n: kernel k-means on the Nyström
+        approximation Phi Phi' of the kernel from ``n_components`` rows drawn at random
+        (mtc.numerics.affinity.nystroem_features; with a relative width, sigma from the median
+        distance among those rows): O(n m) memory and time per iteration instead of O(n^2).
+    n_components : int, default=500
+        Rows the Nyström route draws per task (all of them when a task has fewer).
     random_state : int, Generator or None, default=None
         Seed of every random choice.
 
@@ -124,22 +176,27 @@ class KernelKMeans(PerTaskClusterer):
     _parameter_constraints = {
         **MultiTaskClusterer._parameter_constraints,
         "kernel_width": [POSITIVE], "width_mode": [StrOptions(set(WIDTH_MODES))], "n_init": [AT_LEAST_ONE],
-        "max_iter": [AT_LEAST_ONE],
+        "max_iter": [AT_LEAST_ONE], "route": [StrOptions({"dense", "nystroem"})], "n_components": [AT_LEAST_ONE],
     }
 
     def __init__(self, n_clusters=2, kernel_width=1.0, width_mode="relative", n_init=10, max_iter=300,
-                 random_state=None):
+                 route="dense", n_components=500, random_state=None):
         self.n_clusters = n_clusters
         self.kernel_width = kernel_width
         self.width_mode = width_mode
         self.n_init = n_init
         self.max_iter = max_iter
+        self.route = route
+        self.n_components = n_components
         self.random_state = random_state
 
     def _fit_one(self, X, k, rng) -> SingleFit:
-        K = gaussian_affinity(X, self.kernel_width, self.width_mode)
+        if self.route == "dense":
+            kernel = DenseKernel(gaussian_affinity(X, self.kernel_width, self.width_mode))
+        else:
+            kernel = FactoredKernel(nystroem_features(X, self.kernel_width, self.width_mode, self.n_components, rng))
         runs = [
-            kernel_kmeans_lloyd(K, kernel_kmeanspp(K, k, rng), k, self.max_iter)
+            kernel_kmeans_lloyd(kernel, kernel_kmeanspp(kernel, k, rng), k, self.max_iter)
             for _ in range(self.n_init)
         ]
         return min(runs, key=lambda run: run.trace[-1])

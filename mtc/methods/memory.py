@@ -208,7 +208,10 @@ def asi_bytes(shapes: Shapes, params: dict) -> int:
 
 
 def kernel_kmeans_bytes(shapes: Shapes, params: dict) -> int:
-    """Kernel k-means per task: the Gaussian kernel and its distances (3 n^2)."""
+    """Kernel k-means per task: the Gaussian kernel and its distances (3 n^2); on the Nyström
+    route the n x m kernel to the drawn rows, its features and a product's temporary (3 n m)."""
+    if params.get("route") == "nystroem":
+        return per_task(shapes, lambda s, t: FLOAT * 3 * s.n[0] * min(params["n_components"], s.n[0])) + KMEANS_OVERHEAD
     return per_task(shapes, lambda s, t: FLOAT * 3 * s.n[0] ** 2) + KMEANS_OVERHEAD
 
 

@@ -218,6 +218,24 @@ def gaussian_affinity(X, width: float = 1.0, mode: str = "relative") -> np.ndarr
     return np.exp(-D2 / (2.0 * sigma2))
 
 
+def nystroem_features(X, width: float, mode: str, n_components: int, rng: np.random.Generator) -> np.ndarray:
+    """**Not any paper's kernel**, an approximation for large n: features Phi (n x m) whose
+    Phi Phi' is the Nyström approximation of gaussian_affinity's kernel from m =
+    min(n_components, n) rows drawn at random (scikit-learn's ``Nystroem``, sparse rows kept
+    sparse); no n x n array is formed. A relative width takes the median squared distance
+    among m rows drawn at random (the dense route's median is over all pairs). Both draws come
+    from ``rng``."""
+    from sklearn.kernel_approximation import Nystroem
+
+    n = X.shape[0]
+    m = min(int(n_components), n)
+    sample = X[np.sort(rng.choice(n, size=m, replace=False))]
+    sigma2 = gaussian_sigma2(width, mode, lambda: median_positive(euclidean_distances(sample, squared=True)))
+    nystroem = Nystroem(kernel="rbf", gamma=1.0 / (2.0 * sigma2), n_components=m,
+                        random_state=int(rng.integers(2**31 - 1)))
+    return nystroem.fit_transform(X)
+
+
 def knn_affinity(X, kind: str, width: float = 1.0, n_neighbors: int = 10):
     """**Not any paper's affinity**, an approximation for large n: the ``kind`` affinity kept
     only between each row and its ``n_neighbors`` nearest rows (itself included, cosine or
