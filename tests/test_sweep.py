@@ -3,6 +3,8 @@ solver from outside the package (tests/plugin: one module + one config, no platf
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 from mtc.cli import compose_config
 from mtc.config import Trial, settings
 from mtc.store import tracking
+from mtc.store.stored_report import stored_report
 from mtc.sweep.driver import run_sweep
 
 pytestmark = pytest.mark.slow
@@ -27,14 +30,18 @@ def plugin_path():
         yield
 
 
-def sweep_config(tmp, *overrides):
-    return compose_config([
+def sweep_overrides(tmp, *overrides) -> list[str]:
+    return [
         f"hydra.searchpath=[file://{PLUGIN / 'conf'}]",
         f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
         f"mlflow.artifact_root={tmp / 'artifacts'}", "ray.num_cpus=2", "sweep.verbose=0",
         "method=toy", "method.grid.shift=[1.0]", "++method.grid.fail=[false,true]", "sweep.repeats=2",
         "data.params.n_tasks=2", "data.params.samples_per_cluster=20", *overrides,
-    ])
+    ]
+
+
+def sweep_config(tmp, *overrides):
+    return compose_config(sweep_overrides(tmp, *overrides))
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +244,40 @@ def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_p
     client = tracking.client_for(first.tracking_uri)
     assert client.get_run(first.parent_run_id).info.status == "FINISHED"
     assert len(children(client, first)) == 2
+
+    # From the command line: the report the driver logged, read from the SQLite store without
+    # importing MLflow (or Ray, or matplotlib), copied back into the emptied output folder.
+    report = Path(first.output_dir) / "report.md"
+    logged = Path(client.get_run(first.parent_run_id).info.artifact_uri.removeprefix("file://")) / "report.md"
+    report.unlink()
+    (Path(first.output_dir) / "grid.csv").unlink()
+    script = ("import runpy, sys\n"
+              f"sys.argv = ['mtc.sweep', *{sweep_overrides(tmp_path, '++method.grid.fail=[false]')!r}]\n"
+              "try:\n    runpy.run_module('mtc.sweep', run_name='__main__')\nexcept SystemExit as stop:\n"
+              "    assert not stop.code, stop.code\n"
+              "print('imported:', sorted({name.split('.')[0] for name in sys.modules} & {'mlflow', 'ray', 'matplotlib'}))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (f"all 2 trials already finished, MLflow parent run {first.parent_run_id}; its report as logged when it "
+            "finished by commit") in done.stdout
+    assert done.stdout.splitlines()[-1] == "imported: []"
+    assert report.read_text() == logged.read_text() == first.markdown and first.markdown in done.stdout
+    assert (Path(first.output_dir) / "grid.csv").read_text() == (logged.parent / "grid.csv").read_text()
+    # Only a FINISHED parent marked done for exactly the planned trials, in a SQLite store, is found that way
+    plan = sweep.plan_sweep(settings(cfg))
+    run = settings(cfg)
+    found = stored_report(run.tracking.uri, run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
+                          sweep.trials_digest(plan.trials), sweep.ALL_FINISHED_TAG)
+    assert (found.parent_id, found.folder, found.labelled) == (first.parent_run_id, logged.parent, True)
+    assert stored_report(run.tracking.uri, run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
+                         sweep.trials_digest(plan.trials[1:]), sweep.ALL_FINISHED_TAG) is None
+    assert stored_report(run.tracking.uri, "another", plan.key, tracking.SWEEP_KEY_TAG,
+                         sweep.trials_digest(plan.trials), sweep.ALL_FINISHED_TAG) is None
+    assert stored_report("http://127.0.0.1:1", run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
+                         sweep.trials_digest(plan.trials), sweep.ALL_FINISHED_TAG) is None
+    client.set_terminated(first.parent_run_id, "KILLED")
+    assert stored_report(run.tracking.uri, run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
+                         sweep.trials_digest(plan.trials), sweep.ALL_FINISHED_TAG) is None
 
 
 def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):

@@ -27,6 +27,8 @@ def solver_classes() -> dict[str, type[MultiTaskClusterer]]:
 
 
 def __getattr__(name: str):
+    if any(info.name == name for info in pkgutil.iter_modules(__path__)):  # a module asked for as an attribute (as
+        return importlib.import_module(f"{__name__}.{name}")  # Hydra's _locate does): that module alone is imported
     classes = solver_classes()
     if name in classes:
         return classes[name]

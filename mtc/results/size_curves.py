@@ -11,10 +11,13 @@ figure per benchmark.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SIZE_SEPARATOR = "/"  # a pooled seed: "<member's size label>/<seed>", e.g. "n20/3"
 COLUMNS = ["benchmark", "method", "point", "size", "mean", "std", "n"]
@@ -63,6 +66,8 @@ def draw_size_curves(curves: pd.DataFrame, benchmark: str, metric: str, path: Pa
     method label to its name in the figure (mtc.results.compare.display_names). The bands are
     light so that the lines stay readable where they overlap; where they overlap, the table
     beside the figure (``size_table``) gives the numbers."""
+    from matplotlib.figure import Figure  # imported when drawing: reading a sweep back draws nothing
+
     names = names or {}
     fig = Figure(figsize=(12, 6.5), dpi=100)
     ax = fig.subplots()

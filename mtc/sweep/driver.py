@@ -51,7 +51,6 @@ from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
 from mtc.methods.validation import check_equal_clusters
 from mtc.numerics.cache import Cache
-from mtc.results.plots import log_convergence_figure, readable_files
 from mtc.results.reading import chosen_points, point_summaries, records_of
 from mtc.results.report import (
     CRITERIA,
@@ -63,6 +62,7 @@ from mtc.results.report import (
 from mtc.store import locks, preflight, run_writer, tracking
 from mtc.store.disk import full_disk, full_folders
 from mtc.store.preflight import UnreachableError
+from mtc.store.stored_report import REPORT_FILES, stored_report
 from mtc.sweep.stopping import (
     SweepIncomplete,
     SweepInterrupted,
@@ -381,6 +381,8 @@ def fit_trial(job: SweepJob, trial: Trial, tags: dict) -> tuple[run_writer.RunRe
         return tracking.failed_record(job.parent_id, trial, tags, start_ms, error), None
     config = trial_params(job.method, job.prototype, trial, job.data_config)
     names = job.datasets[trial.seed].task_names
+    from mtc.results.plots import readable_files  # matplotlib: not imported by a driver that has nothing to draw
+
     readable = (lambda folder: readable_files(folder, outcome, config, names, WORKER_CACHES.figures))
     record = tracking.trial_record(job.parent_id, trial, tags, start_ms, outcome, config, names,
                                    readable if job.readable else None)
@@ -686,6 +688,8 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
     write_text(out / "grid.csv", grid_csv(summaries))
     best = chosen_points(summaries)
     if log:
+        from mtc.results.plots import log_convergence_figure
+
         client.log_artifact(parent_id, str(out / "report.md"))
         client.log_artifact(parent_id, str(out / "grid.csv"))
         shown = run.sweep.label if run.sweep.label != run.method.name else \
@@ -808,11 +812,42 @@ def drive(run: Settings) -> SweepResult:
 
 
 def report_done(result: SweepResult) -> SweepResult:
-    print(result.markdown)
-    sort_metric = CRITERIA["acc" if "acc" in result.best else "silhouette"][0]  # no labels: no accuracy
-    print(f"report: {Path(result.output_dir) / 'report.md'}\n" +
-          tracking.links(result.tracking_uri, result.experiment_id, result.parent_run_id, sort_metric))
+    print_report(result.markdown, Path(result.output_dir), result.tracking_uri, result.experiment_id,
+                 result.parent_run_id, "acc" in result.best)
     return result
+
+
+def print_report(markdown: str, output_dir: Path, tracking_uri: str, experiment_id: str, parent_id: str,
+                 labelled: bool) -> None:
+    """The report, where it was written and the MLflow links, sorted by accuracy when the data
+    has labels, else by silhouette."""
+    print(markdown)
+    sort_metric = CRITERIA["acc" if labelled else "silhouette"][0]
+    print(f"report: {output_dir / 'report.md'}\n" + tracking.links(tracking_uri, experiment_id, parent_id, sort_metric))
+
+
+def report_stored(run: Settings) -> bool:
+    """Report a finished sweep from the report its driver logged (mtc.store.stored_report: a
+    SQLite store, read without MLflow's client), copied into its output folder, as the command
+    line runs a finished sweep again; False when that store cannot tell, and run_sweep reads
+    the runs back instead. Like run_sweep's, this report starts no Ray and writes nothing to
+    the store."""
+    if not run.sweep.resume:
+        return False
+    plan = plan_sweep(run)
+    stored = stored_report(run.tracking.uri, run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
+                           trials_digest(plan.trials), ALL_FINISHED_TAG)
+    if stored is None:
+        return False
+    plan.output_dir.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:
+        shutil.copyfile(stored.folder / name, plan.output_dir / name)
+    written = f" by commit {stored.commit[:12]}" if stored.commit else ""
+    print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run {stored.parent_id}; "
+          f"its report as logged when it finished{written} (no Ray)")
+    print_report((plan.output_dir / "report.md").read_text(), plan.output_dir, run.tracking.uri,
+                 stored.experiment_id, stored.parent_id, stored.labelled)
+    return True
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -821,4 +856,6 @@ def main(cfg: DictConfig) -> None:
     sys.stdout.reconfigure(line_buffering=True)  # each progress line as it happens, also through a pipe (tee, a log)
     quiet_store_errors()
     with command_exits():
-        run_sweep(settings(cfg))
+        run = settings(cfg)
+        if not report_stored(run):  # a finished sweep: its logged report, without MLflow's client or Ray
+            run_sweep(run)
