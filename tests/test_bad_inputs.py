@@ -9,6 +9,7 @@ what the commands print now, and a test checks that the page is what it would wr
 """
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.utils._param_validation import InvalidParameterError
 
 from mtc.errors import InputError
@@ -176,6 +178,9 @@ CLI_CASES = [
 
 RNG = np.random.default_rng(0)
 X = RNG.random((20, 5))
+# Two sparse tasks of 200,000 rows: the dense route's two n x n matrices would need 596 GiB
+HUGE = sp.random(200_000, 5, density=0.4, format="csr", random_state=0)
+FREE = re.compile(r"\d+(\.\d+)? [KMG]iB is free")  # the machine's free memory, shown as <free> in the page
 
 # (what is called, the call, the error type, start of its message)
 LIBRARY_CASES = [
@@ -204,6 +209,9 @@ LIBRARY_CASES = [
      InputError, "task 0: this method needs non-negative data, found negative entries"),
     ("KernelKMeans(n_init=0)", lambda: KernelKMeans(n_clusters=2, n_init=0).fit([X, X]),
      InvalidParameterError, "The 'n_init' parameter of KernelKMeans must be an int in the range [1, inf)"),
+    ("SymmetricNMF(n_clusters=2, route='dense').fit([2 sparse tasks of 200,000 rows])",
+     lambda: SymmetricNMF(n_clusters=2, route="dense").fit([HUGE, HUGE]), InputError,
+     "SymmetricNMF: a fit on 2 tasks of 200000 samples needs about 596.0 GiB (estimate, mtc.methods.memory) but "),
 ]
 
 
@@ -385,7 +393,8 @@ def page(cli_rows: list[str]) -> str:
         try:
             call()
         except error as raised:
-            rows.append(f"| `{what}` | {type(raised).__name__} | {str(raised).replace('|', chr(92) + '|')} |")
+            message = FREE.sub("<free> is free", str(raised)).replace("|", chr(92) + "|")
+            rows.append(f"| `{what}` | {type(raised).__name__} | {message} |")
     return "\n".join([
         "# Bad inputs and their one-line messages",
         "",
@@ -395,8 +404,9 @@ def page(cli_rows: list[str]) -> str:
         "command, outputs/hydra/<time>), no run, no Ray session. Checks of the tracking store, the output",
         "folder and the Ray address wait at most 10 s each. Library cases raise the error shown. Regenerate",
         "with `python tests/test_bad_inputs.py` (from the repository root, `MTC_DATA_DIR` set, as root for the",
-        "read-only folder); `<tmp>` is an empty folder the case runs in, also its TMPDIR's parent. A test",
-        "fails when this page differs from what that command would write now.",
+        "read-only folder); `<tmp>` is an empty folder the case runs in, also its TMPDIR's parent, and `<free>`",
+        "the memory free on the machine. A test fails when this page differs from what that command would",
+        "write now.",
         "",
         f"{len(CLI_CASES)} command-line cases, {len(LIBRARY_CASES)} library cases.",
         "",
