@@ -54,8 +54,9 @@ def test_dense_gram_by_row_blocks_equals_the_product(monkeypatch):
     blocked = linalg.dense_gram(X)
     np.testing.assert_allclose(blocked, X @ X.T, rtol=1e-13)
     np.testing.assert_allclose(blocked, blocked.T, rtol=1e-13)
-    U, s = gram_svd(X.T)
+    U, s = gram_svd(X)  # 50 rows: by blocks
     np.testing.assert_allclose(np.sort(s), np.sort(np.linalg.svd(X, compute_uv=False)), rtol=1e-8)
+    assert linalg.dense_gram(X.astype(np.float32)).dtype == np.float32
     # the affinities that take X X' do so by blocks above SYRK_ROWS rows: the same matrices as scikit-learn's
     from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 

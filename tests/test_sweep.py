@@ -259,13 +259,13 @@ def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_p
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (f"all 2 trials already finished, MLflow parent run {first.parent_run_id}; its report as logged when it "
-            "finished by commit") in done.stdout
+            "finished (no Ray)") in done.stdout
     assert done.stdout.splitlines()[-1] == "imported: []"
     assert report.read_text() == logged.read_text() == first.markdown and first.markdown in done.stdout
     assert (Path(first.output_dir) / "grid.csv").read_text() == (logged.parent / "grid.csv").read_text()
     # Only a FINISHED parent marked done for exactly the planned trials, in a SQLite store, is found that way
-    plan = sweep.plan_sweep(settings(cfg))
     run = settings(cfg)
+    plan = sweep.plan_sweep(run)
     found = stored_report(run.tracking.uri, run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
                           sweep.trials_digest(plan.trials), sweep.ALL_FINISHED_TAG)
     assert (found.parent_id, found.folder, found.labelled) == (first.parent_run_id, logged.parent, True)

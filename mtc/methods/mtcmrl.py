@@ -50,7 +50,7 @@ from mtc.methods.base import AFFINITY, NON_NEGATIVE, POSITIVE, STOPPING, MultiTa
 from mtc.numerics.affinity import affinity_matrix, cosine_operator, squared_distances
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged
-from mtc.numerics.linalg import as_dense, gram_svd, right_gram_svd, squared_norm
+from mtc.numerics.linalg import gram_svd, right_gram_svd, self_gram, squared_norm
 from mtc.numerics.seeding import initial_indicator, kmeans_coordinates
 from mtc.numerics.simplex import G_SOLVERS, solve_simplex_rows
 from mtc.numerics.snmf import EPS
@@ -266,7 +266,7 @@ class MTCMRL(MultiTaskClusterer):
             self.W_[t] = self._factors[t].solve(self.lambda_, c, self.lambda_ * (X.T @ Y) + self.alpha * R)
         else:  # the dual Sylvester equation, Eq. 13, then Eq. 10
             K = 2.0 * c
-            gram = as_dense(X @ X.T)
+            gram = self_gram(X)
             Gamma = scipy.linalg.solve_sylvester(gram, np.diag(K / (2.0 * self.lambda_)),
                                                  Y * K[None, :] - 2.0 * self.alpha * (X @ R))
             self.W_[t] = (X.T @ Gamma + 2.0 * self.alpha * R) / K[None, :]

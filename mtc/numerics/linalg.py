@@ -34,7 +34,7 @@ def dense_gram(X: np.ndarray) -> np.ndarray:
     n = X.shape[0]
     if n <= SYRK_ROWS:
         return X @ X.T
-    out = np.empty((n, n), dtype=np.result_type(X.dtype, np.float64))
+    out = np.empty((n, n), dtype=np.matmul(X[:1], X[:1].T).dtype)  # the product's own dtype
     rows = max(1, GRAM_BLOCK_BYTES // (8 * n))
     for start in range(0, n, rows):  # a block is not X itself, so numpy takes GEMM
         np.matmul(X[start:start + rows], X.T, out=out[start:start + rows])

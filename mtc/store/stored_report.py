@@ -27,7 +27,6 @@ REPORT_FILES = ("report.md", "grid.csv")
 _PARENT = """
 SELECT runs.run_uuid, runs.experiment_id, runs.artifact_uri, runs.status,
        (SELECT value FROM tags WHERE tags.run_uuid = runs.run_uuid AND tags.key = ?),
-       (SELECT value FROM tags WHERE tags.run_uuid = runs.run_uuid AND tags.key = 'mlflow.source.git.commit'),
        EXISTS (SELECT 1 FROM tags WHERE tags.run_uuid = runs.run_uuid AND tags.key = 'mtc.best_by_acc')
 FROM runs JOIN experiments ON experiments.experiment_id = runs.experiment_id
 WHERE experiments.name = ? AND experiments.lifecycle_stage = 'active' AND runs.lifecycle_stage = 'active'
@@ -47,8 +46,6 @@ class StoredReport:
         Where the sweep is in the store.
     folder : pathlib.Path
         The parent's artifact folder, holding ``report.md`` and ``grid.csv``.
-    commit : str
-        The git commit of the code that wrote the report (empty when unknown).
     labelled : bool
         Whether the sweep chose a point by accuracy (its data has labels).
     """
@@ -56,7 +53,6 @@ class StoredReport:
     experiment_id: str
     parent_id: str
     folder: Path
-    commit: str
     labelled: bool
 
 
@@ -85,9 +81,9 @@ def stored_report(tracking_uri: str, experiment: str, sweep_key: str, key_tag: s
         return None
     if row is None:
         return None
-    parent_id, experiment_id, artifact_uri, status, done, commit, labelled = row
+    parent_id, experiment_id, artifact_uri, status, done, labelled = row
     folder = local_folder(artifact_uri or "")
     if status != "FINISHED" or done != digest or folder is None or not all((folder / name).is_file()
                                                                             for name in REPORT_FILES):
         return None
-    return StoredReport(str(experiment_id), parent_id, folder, commit or "", bool(labelled))
+    return StoredReport(str(experiment_id), parent_id, folder, bool(labelled))

@@ -752,13 +752,15 @@ def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> Sweep
         raise leave([opened], error) from None
 
 
-def run_sweep(run: Settings) -> SweepResult:
+def run_sweep(run: Settings, logged_report: bool = False) -> SweepResult | None:
     """Run (or resume) a sweep; returns its SweepResult.
 
     Before anything is created the Ray address, the output folder and the tracking store are
     checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.store.locks): one
     live driver per sweep, one live sweep per SQLite store. A sweep whose trials all finished
-    is reported from the store without starting Ray. Otherwise Ray is started or joined
+    is reported from the store without starting Ray; with ``logged_report`` (the command line)
+    one in a SQLite store prints the report its driver logged instead of reading the runs back
+    (report_stored) and returns None. Otherwise Ray is started or joined
     before any MLflow run is created. SIGINT, SIGTERM and SIGHUP raise Stopped meanwhile
     (stop_signals); once runs exist, Ray is stopped and the runs closed KILLED (leave).
 
@@ -770,14 +772,16 @@ def run_sweep(run: Settings) -> SweepResult:
         Some planned trials have no result; the parent run is FAILED.
     """
     with stop_signals():
-        return drive(run)
+        return drive(run, logged_report)
 
 
-def drive(run: Settings) -> SweepResult:
+def drive(run: Settings, logged_report: bool = False) -> SweepResult | None:
     worker_env = preflight.process_env()
     run = replace(run, ray=replace(run.ray, address=preflight.check_ray(run.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(run.tracking.uri)
     plan = plan_sweep(run)
+    if logged_report and report_stored(plan):  # a finished sweep: its logged report, without MLflow's client
+        return None
     check_plan(plan)  # a rerun of a finished sweep reports from its data too
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     with locks.driver_locks(plan.output_dir, plan.name, run.tracking.uri):
@@ -826,15 +830,14 @@ def print_report(markdown: str, output_dir: Path, tracking_uri: str, experiment_
     print(f"report: {output_dir / 'report.md'}\n" + tracking.links(tracking_uri, experiment_id, parent_id, sort_metric))
 
 
-def report_stored(run: Settings) -> bool:
+def report_stored(plan: SweepPlan) -> bool:
     """Report a finished sweep from the report its driver logged (mtc.store.stored_report: a
-    SQLite store, read without MLflow's client), copied into its output folder, as the command
-    line runs a finished sweep again; False when that store cannot tell, and run_sweep reads
-    the runs back instead. Like run_sweep's, this report starts no Ray and writes nothing to
-    the store."""
+    SQLite store, read without MLflow's client), copied into its output folder; False when
+    that store cannot tell, and the driver reads the runs back instead. Like that re-report,
+    it starts no Ray and writes nothing to the store."""
+    run = plan.run
     if not run.sweep.resume:
         return False
-    plan = plan_sweep(run)
     stored = stored_report(run.tracking.uri, run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
                            trials_digest(plan.trials), ALL_FINISHED_TAG)
     if stored is None:
@@ -842,9 +845,8 @@ def report_stored(run: Settings) -> bool:
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     for name in REPORT_FILES:
         shutil.copyfile(stored.folder / name, plan.output_dir / name)
-    written = f" by commit {stored.commit[:12]}" if stored.commit else ""
     print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run {stored.parent_id}; "
-          f"its report as logged when it finished{written} (no Ray)")
+          "its report as logged when it finished (no Ray)")
     print_report((plan.output_dir / "report.md").read_text(), plan.output_dir, run.tracking.uri,
                  stored.experiment_id, stored.parent_id, stored.labelled)
     return True
@@ -856,6 +858,4 @@ def main(cfg: DictConfig) -> None:
     sys.stdout.reconfigure(line_buffering=True)  # each progress line as it happens, also through a pipe (tee, a log)
     quiet_store_errors()
     with command_exits():
-        run = settings(cfg)
-        if not report_stored(run):  # a finished sweep: its logged report, without MLflow's client or Ray
-            run_sweep(run)
+        run_sweep(settings(cfg), logged_report=True)
