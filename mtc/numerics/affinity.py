@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import cosine_similarity, euclidean_distances
 from sklearn.preprocessing import normalize
 
-from mtc.numerics.linalg import SYRK_ROWS, as_dense, dense_gram
+from mtc.numerics.linalg import SYRK_ROWS, as_dense, dense_gram, self_gram
 
 AFFINITIES = ("cosine", "gaussian")
 WIDTH_MODES = ("relative", "absolute")  # Gaussian width: x the median distance, or sigma itself
@@ -23,7 +23,7 @@ def squared_distances(A, B: np.ndarray | None = None, a_sq: np.ndarray | None = 
     clipped at 0; ``a_sq`` are A's squared row norms when already known."""
     a2 = row_norms_sq(A) if a_sq is None else a_sq
     if B is None:  # A A': by row blocks above SYRK_ROWS dense rows (mtc.numerics.linalg.dense_gram)
-        products, b2 = (np.asarray(A @ A.T) if sp.issparse(A) else dense_gram(A)), a2
+        products, b2 = self_gram(A), a2
     else:
         products, b2 = np.asarray(A @ B.T), row_norms_sq(B)
     return np.maximum(a2[:, None] + b2[None, :] - 2.0 * products, 0.0)
