@@ -9,8 +9,6 @@ import re
 import sys
 from pathlib import Path
 
-from sklearn.utils._param_validation import InvalidParameterError
-
 from mtc import CONF_DIR
 from mtc.errors import InputError
 
@@ -246,7 +244,14 @@ def exit_on_bad_input(task):
     def wrapper(*args, **kwargs):
         try:
             return task(*args, **kwargs)
-        except (InputError, InvalidParameterError) as error:
+        except InputError as error:
+            discard_hydra_record()
+            fail(error)
+        except ValueError as error:  # scikit-learn's InvalidParameterError is one, imported only here (it costs 1.2 s)
+            from sklearn.utils._param_validation import InvalidParameterError
+
+            if not isinstance(error, InvalidParameterError):
+                raise
             discard_hydra_record()
             fail(error)
 

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import sys
+import typing
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,12 +27,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
-from sklearn.utils._param_validation import InvalidParameterError
 
 from mtc import CONF_DIR
 from mtc.data.spec import DataSpec, data_spec
 from mtc.errors import InputError
-from mtc.methods.base import MultiTaskClusterer
+
+if typing.TYPE_CHECKING:
+    from mtc.methods.base import MultiTaskClusterer
 
 # Set by the platform from the dataset, the trial's seed and the worker, never by a method config.
 RESERVED_PARAMS = ("n_clusters", "random_state", "cache")
@@ -63,12 +65,19 @@ def point_label(point: dict) -> str:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A method as configured: its solver class, non-default parameters and sweep grid."""
+    """A method as configured: its solver class (``_target_``, imported when first asked for),
+    non-default parameters and sweep grid."""
 
     name: str
-    solver: type[MultiTaskClusterer]
+    target: str
     params: dict
     grid: dict[str, list]
+
+    @property
+    def solver(self) -> type[MultiTaskClusterer]:
+        """The solver class ``target`` names (an InputError when it does not import or is not a
+        MultiTaskClusterer)."""
+        return solver_class(self.name, self.target)
 
     @property
     def n_points(self) -> int:
@@ -92,12 +101,7 @@ class MethodSpec:
             if unknown:
                 raise InputError(f"method {self.name!r}: unknown {what} {', '.join(map(repr, unknown))}; "
                                  f"valid parameters: {', '.join(sorted(allowed))}")
-        for key, values in self.grid.items():
-            if not isinstance(values, list) or not values:
-                raise InputError(f"method {self.name!r}: grid values for {key!r} must be a non-empty list, got {values!r}")
-        if self.n_points > MAX_TRIALS:
-            raise InputError(f"method {self.name!r}: the grid has {self.n_points} points, over the {MAX_TRIALS} trials a "
-                             f"sweep may have ({trial_limit_reason()}); split it into several sweeps (sweep.name=...)")
+        self.check_grid()
         self.check_point({})
         # A constraint bounds one parameter, so every value is checked once (a sum of the grid's
         # lengths, not their product); a bad one is reported in the first grid point that has it.
@@ -106,8 +110,20 @@ class MethodSpec:
             for value in self.grid[key]:
                 self.check_point({**first, key: value}, {key: value})
 
+    def check_grid(self) -> None:
+        """Every grid key has a non-empty list of values, and the grid is not too large (what
+        can be checked without the solver)."""
+        for key, values in self.grid.items():
+            if not isinstance(values, list) or not values:
+                raise InputError(f"method {self.name!r}: grid values for {key!r} must be a non-empty list, got {values!r}")
+        if self.n_points > MAX_TRIALS:
+            raise InputError(f"method {self.name!r}: the grid has {self.n_points} points, over the {MAX_TRIALS} trials a "
+                             f"sweep may have ({trial_limit_reason()}); split it into several sweeps (sweep.name=...)")
+
     def check_point(self, point: dict, changed: dict | None = None) -> None:
         """The parameters with ``changed`` (of grid point ``point``) set pass the solver's constraints."""
+        from sklearn.utils._param_validation import InvalidParameterError
+
         try:
             self.prototype().set_params(**(point if changed is None else changed))._validate_params()
         except InvalidParameterError as error:
@@ -136,26 +152,40 @@ def display_names_in(folder: Path) -> tuple[tuple[str, str], ...]:
     return tuple((path.stem, str(OmegaConf.load(path).get("display") or path.stem)) for path in sorted(folder.glob("*.yaml")))
 
 
-def method_spec(cfg: DictConfig) -> MethodSpec:
-    """The checked MethodSpec of ``cfg.method`` (``_target_``, ``params``, ``grid``)."""
+def method_spec(cfg: DictConfig, check: bool = True) -> MethodSpec:
+    """The MethodSpec of ``cfg.method`` (``_target_``, ``params``, ``grid``), checked (its class
+    imported, its parameters and every grid point against the solver's constraints) unless
+    ``check`` is False: the command line finds a finished sweep by its key without importing the
+    solver (and scikit-learn with it, about 1.2 s), then checks before running anything."""
     name = config_choice("method")
     target = cfg.method.get("_target_")
     if not target:
         raise InputError(f"method {name!r}: the config has no _target_ (the solver class, e.g. mtc.methods.snmf.SymmetricNMF)")
+    grid = plain(cfg.method.get("grid"))
+    grid, repeated = distinct_grid(grid)
+    spec = MethodSpec(name, target, plain(cfg.method.get("params")), grid)
+    if check:
+        spec.check()
+    else:
+        spec.check_grid()
+    if repeated:
+        print(f"note: method {name!r}: repeated grid values dropped ({'; '.join(repeated)}); "
+              f"{spec.n_points} grid point(s) remain", file=sys.stderr)
+    return spec
+
+
+@functools.cache
+def solver_class(name: str, target: str) -> type[MultiTaskClusterer]:
+    """The class a method config's ``_target_`` names, imported once per process."""
+    from mtc.methods.base import MultiTaskClusterer
+
     try:
         solver = get_class(target)
     except Exception as error:
         raise InputError(f"method {name!r}: cannot import _target_ {target!r} ({error})") from None
     if not (isinstance(solver, type) and issubclass(solver, MultiTaskClusterer)):
         raise InputError(f"method {name!r}: _target_ {target!r} is not a MultiTaskClusterer")
-    grid = plain(cfg.method.get("grid"))
-    grid, repeated = distinct_grid(grid)
-    spec = MethodSpec(name, solver, plain(cfg.method.get("params")), grid)
-    spec.check()
-    if repeated:
-        print(f"note: method {name!r}: repeated grid values dropped ({'; '.join(repeated)}); "
-              f"{spec.n_points} grid point(s) remain", file=sys.stderr)
-    return spec
+    return solver
 
 
 def distinct_grid(grid: dict) -> tuple[dict, list[str]]:
@@ -454,15 +484,17 @@ def check_known_keys(cfg: DictConfig) -> None:
                                  f"{section or 'the top level'} takes: {', '.join(sorted(keys))}")
 
 
-def settings(cfg: DictConfig) -> Settings:
-    """Read and check the whole config; paths are made absolute against the launch directory."""
+def settings(cfg: DictConfig, check_method: bool = True) -> Settings:
+    """Read and check the whole config; paths are made absolute against the launch directory.
+    With ``check_method`` False the method's parameters are not checked (method_spec): the
+    caller checks them (``settings.method.check()``) before running anything."""
     base = os.getcwd()
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
     except InterpolationResolutionError as error:
         raise InputError(f"cannot resolve the config: {str(error).splitlines()[0]}") from None
     check_known_keys(cfg)
-    method = method_spec(cfg)
+    method = method_spec(cfg, check_method)
     data = data_spec(cfg.data)
     seed = non_negative_int(cfg.get("seed", 0), "seed")
     sweep, ray = sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg)

@@ -246,7 +246,8 @@ def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_p
     assert len(children(client, first)) == 2
 
     # From the command line: the report the driver logged, read from the SQLite store without
-    # importing MLflow (or Ray, or matplotlib), copied back into the emptied output folder.
+    # importing MLflow, Ray, matplotlib, scikit-learn or pandas (mtc.sweep.command), copied back
+    # into the emptied output folder.
     report = Path(first.output_dir) / "report.md"
     logged = Path(client.get_run(first.parent_run_id).info.artifact_uri.removeprefix("file://")) / "report.md"
     report.unlink()
@@ -255,7 +256,8 @@ def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_p
               f"sys.argv = ['mtc.sweep', *{sweep_overrides(tmp_path, '++method.grid.fail=[false]')!r}]\n"
               "try:\n    runpy.run_module('mtc.sweep', run_name='__main__')\nexcept SystemExit as stop:\n"
               "    assert not stop.code, stop.code\n"
-              "print('imported:', sorted({name.split('.')[0] for name in sys.modules} & {'mlflow', 'ray', 'matplotlib'}))")
+              "print('imported:', sorted({name.split('.')[0] for name in sys.modules}\n"
+              "                        & {'mlflow', 'ray', 'matplotlib', 'sklearn', 'pandas'}))")
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (f"all 2 trials already finished, MLflow parent run {first.parent_run_id}; its report as logged when it "

@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 
 from mtc.errors import InputError
-from mtc.data import cache, files
+from mtc.data import cache
 from mtc.data.compositions import BUILDERS, build
 from mtc.data.sources import RAW_FILES, data_root, raw_file
 from mtc.data.synthetic import make_synthetic
@@ -22,8 +22,18 @@ from mtc.tasks import MultiTaskDataset
 BUILDER_NAMES = sorted([*BUILDERS, "synthetic", "files"])
 
 
+def files_builder():
+    """The user's files' module (mtc.data.files), imported when a config uses it: it brings
+    pandas and scikit-learn's loaders (1.2 s), which no corpus needs."""
+    from mtc.data import files
+
+    return files
+
+
 def builder_function(builder: str):
-    return {"synthetic": make_synthetic, "files": files.build_files}.get(builder) or BUILDERS[builder].build
+    if builder == "files":
+        return files_builder().build_files
+    return make_synthetic if builder == "synthetic" else BUILDERS[builder].build
 
 
 def builder_parameters(builder: str) -> dict[str, inspect.Parameter]:
@@ -54,7 +64,7 @@ def load_dataset(name: str, builder: str | None = None, params: dict | None = No
     dataset = cache.load_or_none(cached)
     if dataset is None:
         cache.check_folder(cached.parent, write=True)  # before building, which can take minutes
-        dataset = files.build_files(**params) if builder == "files" else build(builder, name, paths, params)
+        dataset = files_builder().build_files(**params) if builder == "files" else build(builder, name, paths, params)
         dataset = MultiTaskDataset(name, dataset.tasks, {**dataset.meta, "cache_key": key})
         cache.save(dataset, cached)
     if cache.remembered_hash(cached) is None:
@@ -79,7 +89,7 @@ def cache_location(name: str, builder: str, params: dict, root: str | None,
                    cache_dir: str | None) -> tuple[Path, dict, str]:
     """The cache file of a corpus or files dataset, its raw files by key and its cache key."""
     if builder == "files":
-        paths, checksums = {}, files.checksums(params.get("paths") or [])
+        paths, checksums = {}, files_builder().checksums(params.get("paths") or [])
     elif builder in BUILDERS:
         base = data_root(root)
         spec = BUILDERS[builder]

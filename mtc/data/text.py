@@ -7,6 +7,8 @@ each document L2-normalised. Documents left without any kept term can be dropped
 ``stemmer`` (off by default) reduces every kept token to its stem after stop-word removal:
 ``porter`` (Porter 1980, the rule of the classic stemmed WebKB matrices) or ``english``
 (Snowball's Porter2), both from PyStemmer (Snowball's own C code, rather than a hand port).
+scikit-learn is imported by the functions that vectorise: mtc.data's import, and a finished
+sweep's rerun from the command line with it, skip it (1.2 s).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import Stemmer
-from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
 from mtc.errors import InputError
 
@@ -26,6 +27,8 @@ def stemming_analyzer(stemmer: str, lowercase: bool, stop_words: str | None):
     followed by the named PyStemmer stemmer."""
     if stemmer not in STEMMERS:
         raise InputError(f"unknown text stemmer {stemmer!r}; choose one of {', '.join(STEMMERS)} or null")
+    from sklearn.feature_extraction.text import CountVectorizer
+
     analyze = CountVectorizer(lowercase=lowercase, stop_words=stop_words).build_analyzer()
     stem = Stemmer.Stemmer(stemmer).stemWords
     return lambda doc: stem(analyze(doc))
@@ -43,6 +46,8 @@ def tfidf_weights(counts: sp.csr_matrix, tfidf: bool = True, sublinear_tf: bool 
                   l2_normalize: bool = True) -> sp.csr_matrix:
     """tf-idf (smooth idf, as scikit-learn) or raw weights, then L2-normalised rows (unless
     ``l2_normalize`` is False: raw counts with tfidf=False)."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
     transformer = TfidfTransformer(norm="l2" if l2_normalize else None, use_idf=tfidf, sublinear_tf=sublinear_tf)
     return sp.csr_matrix(transformer.fit_transform(counts))
 
@@ -52,6 +57,8 @@ def vectorize_tasks(docs_per_task: list[list[str]], n_features: int | None = Non
                     sublinear_tf: bool = False, l2_normalize: bool = True,
                     stemmer: str | None = None) -> tuple[list[sp.csr_matrix], list[str]]:
     """One shared vocabulary over every task's documents; returns per-task matrices and the terms."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
     if stemmer is None:
         vectorizer = CountVectorizer(lowercase=lowercase, stop_words=stop_words, min_df=min_df, dtype=np.float64)
     else:

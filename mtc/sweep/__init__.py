@@ -1,5 +1,7 @@
 """The sweep driver: ``python -m mtc.sweep`` (see __main__), or ``mtc.sweep.run`` from Python.
 
+- command: the command line's entry point (a finished sweep reported without the heavy imports);
+- planning: SweepPlan, plan_sweep and a finished sweep's logged report;
 - driver: plan_sweep -> open_sweep -> run_on_ray (one Tuner for one or many sweeps) ->
   finish_sweep; what a worker runs (fit_trial per seed, then write_fitted: the batch's runs
   at once) and keeps between trials (WORKER_CACHES);

@@ -1,6 +1,6 @@
-"""``python -m mtc.sweep method=snmf data=synthetic``: one sweep (mtc.sweep.driver.main)."""
+"""``python -m mtc.sweep method=snmf data=synthetic``: one sweep (mtc.sweep.command.main)."""
 
 from mtc.cli import launch
-from mtc.sweep.driver import main
+from mtc.sweep.command import main
 
 launch(main)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import logging
 import os
 import shutil
@@ -31,11 +30,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import hydra
 from filelock import FileLock, Timeout
-from omegaconf import DictConfig
 
-from mtc.cli import CONF_DIR, exit_on_bad_input
 from mtc.config import (
     Settings,
     TrackingSettings,
@@ -43,9 +39,6 @@ from mtc.config import (
     method_display_names,
     seed_batches,
     seeds_per_trial,
-    settings,
-    stable_hash,
-    trial_list,
 )
 from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
@@ -53,7 +46,6 @@ from mtc.methods.validation import check_equal_clusters
 from mtc.numerics.cache import Cache
 from mtc.results.reading import chosen_points, point_summaries, records_of
 from mtc.results.report import (
-    CRITERIA,
     PointSummary,
     data_note,
     grid_csv,
@@ -62,50 +54,20 @@ from mtc.results.report import (
 from mtc.store import locks, preflight, run_writer, tracking
 from mtc.store.disk import full_disk, full_folders
 from mtc.store.preflight import UnreachableError
-from mtc.store.stored_report import REPORT_FILES, stored_report
 from mtc.sweep.stopping import (
     SweepIncomplete,
     SweepInterrupted,
     as_stopped,
-    command_exits,
     raise_stopped,
     ray_processes_in_a_group_of_their_own,
     shielded,
     stop_signals,
 )
+from mtc.sweep.planning import ALL_FINISHED_TAG, SweepPlan, plan_sweep, print_report, trials_digest
 from mtc.trial import trial_params
 
 
 LOST_TAG = "mtc.lost"  # on a FAILED child run that has no result for a reason other than its fit (why)
-# On a FINISHED parent run: the digest of the planned trials (trials_digest), written when every
-# one of them has a FINISHED run; a rerun then knows the sweep is done without reading its runs.
-# (Deleting a child run by hand does not clear it: delete the parent run to run the sweep again.)
-ALL_FINISHED_TAG = "mtc.all_trials_finished"
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    """A checked sweep before anything is created: its settings, trials, output folder, the
-    tags of its runs and its key (the parent run a resumed sweep finds); its data (``datasets``)
-    is loaded when first used, so a finished sweep is found without reading its draws."""
-
-    run: Settings
-    trials: list[Trial]
-    output_dir: Path
-    tags: dict
-    key: str
-    loaded: dict | None = field(default=None, repr=False, compare=False)  # the datasets, when planning read them
-
-    @property
-    def name(self) -> str:
-        return self.run.sweep.name
-
-    @functools.cached_property
-    def datasets(self) -> dict:
-        """Seed -> dataset (one shared object unless the data config draws per seed)."""
-        return self.loaded if self.loaded is not None else self.run.data.draws(range(self.run.sweep.repeats))
-
-
 @dataclass(frozen=True)
 class OpenSweep:
     """A sweep whose parent run exists: the trials still to run and how many are finished."""
@@ -178,28 +140,6 @@ def check_memory(run: Settings, datasets: dict) -> None:
                        reserved=run.ray.object_store_memory)
 
 
-def plan_sweep(run: Settings) -> SweepPlan:
-    """Check the output folder and the artifact folder (mtc.store.preflight) and hash the data
-    (the hashes remembered beside the processed cache, else by loading it); creates nothing.
-    Before running it, check_plan."""
-    sweep = run.sweep
-    output_dir = sweep.output_dir / sweep.name
-    preflight.check_writable(output_dir)
-    if run.tracking.artifact_root and "://" not in run.tracking.artifact_root:
-        preflight.check_writable(Path(run.tracking.artifact_root), "artifact folder", "mlflow.artifact_root")
-    hashes, datasets = run.data.remembered_hashes(range(sweep.repeats)), None
-    if hashes is None:
-        datasets = run.data.draws(range(sweep.repeats))
-    data_tags = tracking.draws_tags(datasets) if datasets is not None else tracking.hashes_tags(hashes)
-    tags = {**data_tags, **tracking.provenance_tags("python -m mtc.sweep"),
-            "mtc.method": run.method.name, "mtc.label": sweep.label, "mtc.data": run.data.name}
-    # The name is part of the key: two sweeps of the same grid under different names (two
-    # output folders, so two driver locks) must not resume into one parent run.
-    key = stable_hash(sweep.name, run.method.name, run.method.params, run.method.grid, sweep.repeats,
-                      run.data.resolved, tags[tracking.DATASET_HASH_TAG])
-    return SweepPlan(run, trial_list(run.method, sweep.repeats), output_dir, tags, key, datasets)
-
-
 def check_plan(plan: SweepPlan) -> None:
     """What a sweep that will run must pass before Ray starts: its data loads (every task
     clusterable), its method takes the data's cluster counts (a solver that shares its cluster
@@ -221,11 +161,6 @@ def stored_parent(client, experiment_id: str, plan: SweepPlan):
         return None
     existing = tracking.find_runs(client, experiment_id, **{tracking.SWEEP_KEY_TAG: plan.key})
     return existing[0] if existing else None
-
-
-def trials_digest(trials: list[Trial]) -> str:
-    """A digest of the trial keys a sweep plans (its grid points and seeds)."""
-    return stable_hash(sorted(trial.key for trial in trials))
 
 
 def marked_all_finished(parent, plan: SweepPlan) -> bool:
@@ -752,15 +687,14 @@ def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> Sweep
         raise leave([opened], error) from None
 
 
-def run_sweep(run: Settings, logged_report: bool = False) -> SweepResult | None:
+def run_sweep(run: Settings) -> SweepResult:
     """Run (or resume) a sweep; returns its SweepResult.
 
     Before anything is created the Ray address, the output folder and the tracking store are
     checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.store.locks): one
     live driver per sweep, one live sweep per SQLite store. A sweep whose trials all finished
-    is reported from the store without starting Ray; with ``logged_report`` (the command line)
-    one in a SQLite store prints the report its driver logged instead of reading the runs back
-    (report_stored) and returns None. Otherwise Ray is started or joined
+    is reported from the store without starting Ray (the command line, mtc.sweep.command, first
+    looks for the report its driver logged). Otherwise Ray is started or joined
     before any MLflow run is created. SIGINT, SIGTERM and SIGHUP raise Stopped meanwhile
     (stop_signals); once runs exist, Ray is stopped and the runs closed KILLED (leave).
 
@@ -772,16 +706,14 @@ def run_sweep(run: Settings, logged_report: bool = False) -> SweepResult | None:
         Some planned trials have no result; the parent run is FAILED.
     """
     with stop_signals():
-        return drive(run, logged_report)
+        return drive(run)
 
 
-def drive(run: Settings, logged_report: bool = False) -> SweepResult | None:
+def drive(run: Settings) -> SweepResult:
     worker_env = preflight.process_env()
     run = replace(run, ray=replace(run.ray, address=preflight.check_ray(run.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(run.tracking.uri)
     plan = plan_sweep(run)
-    if logged_report and report_stored(plan):  # a finished sweep: its logged report, without MLflow's client
-        return None
     check_plan(plan)  # a rerun of a finished sweep reports from its data too
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     with locks.driver_locks(plan.output_dir, plan.name, run.tracking.uri):
@@ -819,43 +751,3 @@ def report_done(result: SweepResult) -> SweepResult:
     print_report(result.markdown, Path(result.output_dir), result.tracking_uri, result.experiment_id,
                  result.parent_run_id, "acc" in result.best)
     return result
-
-
-def print_report(markdown: str, output_dir: Path, tracking_uri: str, experiment_id: str, parent_id: str,
-                 labelled: bool) -> None:
-    """The report, where it was written and the MLflow links, sorted by accuracy when the data
-    has labels, else by silhouette."""
-    print(markdown)
-    sort_metric = CRITERIA["acc" if labelled else "silhouette"][0]
-    print(f"report: {output_dir / 'report.md'}\n" + tracking.links(tracking_uri, experiment_id, parent_id, sort_metric))
-
-
-def report_stored(plan: SweepPlan) -> bool:
-    """Report a finished sweep from the report its driver logged (mtc.store.stored_report: a
-    SQLite store, read without MLflow's client), copied into its output folder; False when
-    that store cannot tell, and the driver reads the runs back instead. Like that re-report,
-    it starts no Ray and writes nothing to the store."""
-    run = plan.run
-    if not run.sweep.resume:
-        return False
-    stored = stored_report(run.tracking.uri, run.tracking.experiment, plan.key, tracking.SWEEP_KEY_TAG,
-                           trials_digest(plan.trials), ALL_FINISHED_TAG)
-    if stored is None:
-        return False
-    plan.output_dir.mkdir(parents=True, exist_ok=True)
-    for name in REPORT_FILES:
-        shutil.copyfile(stored.folder / name, plan.output_dir / name)
-    print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run {stored.parent_id}; "
-          "its report as logged when it finished (no Ray)")
-    print_report((plan.output_dir / "report.md").read_text(), plan.output_dir, run.tracking.uri,
-                 stored.experiment_id, stored.parent_id, stored.labelled)
-    return True
-
-
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-@exit_on_bad_input
-def main(cfg: DictConfig) -> None:
-    sys.stdout.reconfigure(line_buffering=True)  # each progress line as it happens, also through a pipe (tee, a log)
-    quiet_store_errors()
-    with command_exits():
-        run_sweep(settings(cfg), logged_report=True)
