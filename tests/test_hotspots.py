@@ -121,6 +121,55 @@ def test_degenerate_step_with_more_rows_than_features_returns_a_basis_of_the_nul
         assert fit.record_.scalars["w_projection"] < 1e-8
 
 
+# --- LSSMTC / SPMTC: MALSAR's W step in place (Eq. 23-24 as LSSMTC.m l.137-145) ----------
+def malsar_w_written_out(solver, Y):
+    """The W step as it read before it was formed in place (every term out of place, C-'s
+    terms as zeros for non-negative input)."""
+    W = solver.W_
+    OY = [o[:, None] * Yk for o, Yk in zip(solver._omega, Y)]
+    if solver._nonnegative:
+        PCW = sum(np.asarray(X.T @ oy) for X, oy in zip(solver._X, OY))
+        NCW = np.zeros_like(W)
+        WWtPCW = W @ sum(Yk.T @ oy for Yk, oy in zip(Y, OY))
+        WWtNCW = NCW
+    else:
+        Cp, Cn = solver._C_parts
+        PCW, NCW = Cp @ W, Cn @ W
+        WWtPCW, WWtNCW = W @ (W.T @ PCW), W @ (W.T @ NCW)
+    XtOP = sum(np.asarray(X.T @ (o[:, None] * P)) for X, o, P in zip(solver._X, solver._omega, solver.P_))
+    D = XtOP @ solver.M_.T
+    PD, ND = (np.abs(D) + D) / 2.0, (np.abs(D) - D) / 2.0
+    numerator = NCW + WWtPCW + PD + W @ (W.T @ ND)
+    denominator = PCW + WWtNCW + ND + W @ (W.T @ PD) + solver.eps
+    return W * np.sqrt(numerator / denominator)
+
+
+def test_signed_parts_are_malsars_expressions_to_the_bit():
+    from mtc.methods.spmtc import signed_parts
+
+    A = np.random.default_rng(4).normal(size=(60, 7)) * 1e3
+    A[3, 2] = 0.0
+    positive, negative = signed_parts(A)
+    np.testing.assert_array_equal(positive, (np.abs(A) + A) / 2.0)
+    np.testing.assert_array_equal(negative, (np.abs(A) - A) / 2.0)
+    assert positive.min() >= 0.0 and negative.min() >= 0.0
+
+
+@pytest.mark.parametrize("signed", [False, True])
+@pytest.mark.parametrize("make", [lambda: LSSMTC(n_clusters=3, n_components=4, lambda_=0.6, max_iter=20,
+                                                 stopping="none", random_state=2),
+                                  lambda: SPMTCh(n_clusters=3, n_components=4, lambda_=0.6, warm_start_iter=5,
+                                                 round_max_iter=10, random_state=2)],
+                         ids=["lssmtc", "spmtc"])
+def test_malsar_w_step_in_place_is_the_formula_written_out_to_the_bit(sparse_tasks, monkeypatch, signed, make):
+    tasks = [X - 0.5 * X.mean() * (X != 0) if signed else X for X in sparse_tasks]  # signed: negative entries
+    fast = make().fit(tasks)
+    monkeypatch.setattr(LSSMTC, "_malsar_w", malsar_w_written_out)
+    literal = make().fit(tasks)
+    assert_identical(fast, literal)
+    np.testing.assert_array_equal(fast.W_, literal.W_)
+
+
 # --- MBC: H'X by one bincount over the stored entries (Eq. 3) -----------------------------
 def test_cluster_sums_are_the_sparse_product_to_the_bit():
     from mtc.methods.mbc import cluster_sums
@@ -132,6 +181,43 @@ def test_cluster_sums_are_the_sparse_product_to_the_bit():
     H = sp.csr_matrix((np.ones(500), (np.arange(500), labels)), shape=(500, 6))
     np.testing.assert_array_equal(cluster_sums(X, labels, 6), (H.T @ X).toarray())
     np.testing.assert_array_equal(cluster_sums(X.toarray(), labels, 6), H.T @ X.toarray())
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.7])
+def test_mbc_centroids_in_place_are_eq_3_written_out_to_the_bit(lam):
+    from mtc.methods.mbc import MBC, cluster_sums
+    from mtc.numerics.transport import cluster_marginal
+
+    rng = np.random.default_rng(3)
+    X = sp.random(80, 50, density=0.2, random_state=rng, format="csr")
+    labels = rng.integers(4, size=80)
+    labels[labels == 2] = 3  # an empty cluster keeps its previous centroid
+    centroids = [rng.random((4, 50)) for _ in range(3)]
+    plans = {(0, s): rng.random((4, 4)) / 16 for s in (1, 2)}
+    previous = rng.random((4, 50))
+    solver = MBC(n_clusters=4, lambda_=lam)
+    n, T = 80, 3
+    sums = cluster_sums(X, labels, 4) / n  # Eq. 3 as the formula reads, every step out of place
+    denominator = (np.bincount(labels, minlength=4) / n).copy()
+    if lam > 0:
+        sums = sums + (2.0 * lam / (T - 1)) * sum(plans[(0, s)] @ centroids[s] for s in (1, 2))
+        denominator = denominator + 2.0 * lam * cluster_marginal(labels, 4, "uniform")
+    expected = previous.copy()
+    defined = denominator > 0
+    expected[defined] = sums[defined] / denominator[defined, None]
+    got = solver._centroids(0, X, labels, 4, previous, centroids, plans, lam)
+    np.testing.assert_array_equal(got, expected)
+    if lam == 0:
+        np.testing.assert_array_equal(got[2], previous[2])
+    full = rng.permutation(np.arange(80) % 4)  # every cluster non-empty: the in-place route
+    sums = cluster_sums(X, full, 4) / n
+    if lam > 0:
+        sums = sums + (2.0 * lam / (T - 1)) * sum(plans[(0, s)] @ centroids[s] for s in (1, 2))
+        denominator = np.bincount(full, minlength=4) / n + 2.0 * lam * cluster_marginal(full, 4, "uniform")
+    else:
+        denominator = np.bincount(full, minlength=4) / n
+    np.testing.assert_array_equal(solver._centroids(0, X, full, 4, previous, centroids, plans, lam),
+                                  sums / denominator[:, None])
 
 
 def test_mbc_iterates_are_unchanged_by_the_bincount_sums(monkeypatch):

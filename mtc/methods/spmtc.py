@@ -95,19 +95,22 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from mtc.errors import InputError
 from mtc.methods.base import NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
 from mtc.numerics.convergence import SingleFit
-from mtc.numerics.linalg import as_dense, self_gram
+from mtc.numerics.linalg import as_dense, self_gram, summed
 from mtc.numerics.stacking import stack_rows
 from mtc.record import LabelledMatrix
 
 LSSMTC_STOPPING = ("relative", "absolute", "none")
 
 
-def positive_part(A):
-    return (np.abs(A) + A) / 2.0
-
-
-def negative_part(A):
-    return (np.abs(A) - A) / 2.0
+def signed_parts(A) -> tuple[np.ndarray, np.ndarray]:
+    """((|A| + A) / 2, (|A| - A) / 2), MALSAR's A+ and A-, from one |A| and in place: the bits
+    of the two expressions written out."""
+    magnitude = np.abs(A)
+    positive = magnitude + A
+    positive /= 2.0
+    magnitude -= A
+    magnitude /= 2.0
+    return positive, magnitude
 
 
 def _solve_gram(G: np.ndarray, B: np.ndarray, fallbacks: list) -> np.ndarray:
@@ -240,7 +243,7 @@ class LSSMTC(MultiTaskClusterer):
         if not self._nonnegative:
             C = sum(X.T @ sp.diags(o) @ X for X, o in zip(self._X, self._omega))
             C = as_dense(C)
-            self._C_parts = (positive_part(C), negative_part(C))
+            self._C_parts = signed_parts(C)
 
     # --- one iteration ----------------------------------------------------------------------
     def _iterate(self, frozen=None):
@@ -258,8 +261,8 @@ class LSSMTC(MultiTaskClusterer):
             XM = np.asarray(X @ Mk)
             A = lam * XM + (1.0 - lam) * (Y[k] @ self.M_)  # Eq. 21, X_k W M
             B = lam * (Mk.T @ Mk) + (1.0 - lam) * MtM
-            ratio = np.sqrt((positive_part(A) + P @ negative_part(B)) / (negative_part(A) + P @ positive_part(B)
-                                                                        + self.eps))  # Eq. 22, cancelled
+            (PA, NA), (PB, NB) = signed_parts(A), signed_parts(B)
+            ratio = np.sqrt((PA + P @ NB) / (NA + P @ PB + self.eps))  # Eq. 22, cancelled
             new = P * ratio
             if frozen is not None:
                 new[frozen[k]] = P[frozen[k]]
@@ -280,24 +283,30 @@ class LSSMTC(MultiTaskClusterer):
         return objective
 
     def _malsar_w(self, Y):
-        """LSSMTC.m l.137-145 without a d x d object (module docstring)."""
+        """LSSMTC.m l.137-145 without a d x d object (module docstring). The d x l arrays are
+        summed in place, and for non-negative input (C- = 0) its two zero terms are left out:
+        the same bits as the formula written out (tests/test_hotspots.py)."""
         W = self.W_
         OY = [o[:, None] * Yk for o, Yk in zip(self._omega, Y)]
+        XtOP = summed(np.asarray(X.T @ (o[:, None] * P)) for X, o, P in zip(self._X, self._omega, self.P_))
+        PD, ND = signed_parts(XtOP @ self.M_.T)  # D = X'Omega P M'
         if self._nonnegative:
-            PCW = sum(np.asarray(X.T @ oy) for X, oy in zip(self._X, OY))  # C W, C- = 0
-            NCW = np.zeros_like(W)
-            WWtPCW = W @ sum(Yk.T @ oy for Yk, oy in zip(Y, OY))  # W (W'CW)
-            WWtNCW = NCW
+            numerator = W @ summed(Yk.T @ oy for Yk, oy in zip(Y, OY))  # W (W'CW), C W = X'Omega Y
+            denominator = summed(np.asarray(X.T @ oy) for X, oy in zip(self._X, OY))
         else:
             Cp, Cn = self._C_parts
             PCW, NCW = Cp @ W, Cn @ W
-            WWtPCW, WWtNCW = W @ (W.T @ PCW), W @ (W.T @ NCW)
-        XtOP = sum(np.asarray(X.T @ (o[:, None] * P)) for X, o, P in zip(self._X, self._omega, self.P_))
-        D = XtOP @ self.M_.T
-        PD, ND = positive_part(D), negative_part(D)
-        numerator = NCW + WWtPCW + PD + W @ (W.T @ ND)
-        denominator = PCW + WWtNCW + ND + W @ (W.T @ PD) + self.eps
-        return W * np.sqrt(numerator / denominator)
+            numerator = NCW + W @ (W.T @ PCW)
+            denominator = PCW + W @ (W.T @ NCW)
+        numerator += PD
+        numerator += W @ (W.T @ ND)
+        denominator += ND
+        denominator += W @ (W.T @ PD)
+        denominator += self.eps
+        numerator /= denominator
+        np.sqrt(numerator, out=numerator)
+        numerator *= W  # W * sqrt(numerator / denominator)
+        return numerator
 
     def _eigen_w(self):
         """[SP] Eq. 25: the l eigenvectors of S = Z'(I - Pi)Z, Z = Omega^1/2 X, of the smallest

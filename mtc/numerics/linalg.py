@@ -12,6 +12,17 @@ def as_dense(X) -> np.ndarray:
     return X.toarray() if sp.issparse(X) else np.asarray(X)
 
 
+def summed(terms) -> np.ndarray:
+    """The sum of an iterable of arrays, added in place into the first term, which must be a
+    fresh array (a product's result, say): the bits of ``sum(terms)`` without its copies (sum
+    starts from 0, so each term costs a new array; a negative zero aside, 0 + a is a)."""
+    terms = iter(terms)
+    total = next(terms)
+    for term in terms:
+        total += term
+    return total
+
+
 def squared_norm(M) -> float:
     """||M||_F^2 of a dense or sparse matrix, or of an operator that knows its own
     (``M.squared_norm()``, e.g. mtc.numerics.affinity.CosineProduct)."""
