@@ -1,6 +1,7 @@
 """What tracking costs: a tracked study against the same trials untracked, and the store per trial.
 
     MTC_DATA_DIR=../shared/data python benchmarks/tracking_cost.py [--problems P ...] [--reuters]
+        [--server] [--database] [--no-sqlite]
 
 1. SMT-NMF's Table 5 protocol (the seven table rows x 4 sizes x 30 draws) on ``--problems``
    (default: all four of the study) untracked, ``benchmarks/paper_protocol.py smtnmf`` on all
@@ -14,7 +15,12 @@
 4. with ``--server``, the tracked study once more against a tracking server (mtc.stack:
    PostgreSQL + ``mlflow server``, started in a fresh folder under /var/tmp on free ports and
    stopped at the end): its wall time, ratio and platform time per trial (the store is
-   PostgreSQL's and the server's artifact folder, not measured).
+   PostgreSQL's and the server's artifact folder, not measured);
+5. with ``--database``, the tracked study once more straight into that stack's PostgreSQL
+   (``mlflow.tracking_uri=postgresql+psycopg2://...``, artifacts in a folder the workers
+   write): each Tune trial's runs in one transaction (mtc.store.run_writer) instead of four
+   requests per run through the server, which still serves the UI and every reader;
+6. ``--no-sqlite`` skips the SQLite store (the untracked side always runs: every ratio needs it).
 
 Run it on a quiet machine: both sides use every CPU.
 """
@@ -42,8 +48,11 @@ def store_bytes(folder: Path) -> int:
 
 
 def store_overrides(folder: Path, server: str | None = None) -> list[str]:
-    if server:
+    if server and server.startswith("http"):
         return [f"output_dir={folder / 'outputs'}", f"mlflow.tracking_uri={server}"]
+    if server:  # a database: the experiment's artifacts in a local folder (shared storage on a cluster)
+        return [f"output_dir={folder / 'outputs'}", f"mlflow.tracking_uri={server}",
+                f"mlflow.artifact_root={folder / 'artifacts'}", "mlflow.experiment=mtc-direct"]
     return [f"output_dir={folder / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}",
             f"mlflow.artifact_root={folder / 'mlartifacts'}"]
 
@@ -84,32 +93,44 @@ def main() -> None:
                                                           "smtnmf_reuters_people_vs_places"])
     parser.add_argument("--reuters", action="store_true", help="also the README's MTCMRL sweep on Reuters")
     parser.add_argument("--server", action="store_true", help="also the tracked study against a tracking server")
+    parser.add_argument("--database", action="store_true",
+                        help="also the tracked study straight into the tracking server's PostgreSQL")
+    parser.add_argument("--no-sqlite", action="store_true", help="skip the SQLite store")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="mtc-tracking-cost-"))
     plain_wall, plain_trials = untracked(args.problems, base / "untracked")
-    wall, trials, rerun = tracked(smtnmf_table(args.problems), base / "tracked")
-    size = store_bytes(base / "tracked" / "mlartifacts") + (base / "tracked" / "mlflow.db").stat().st_size
     print(f"SMT-NMF Table 5 on {' '.join(args.problems)}")
     print(f"  untracked: {plain_trials} trials in {plain_wall:.1f} s wall")
-    print(f"  tracked:   {trials} trials in {wall:.1f} s wall (one study: one Ray session, one Tuner)")
-    print(f"  ratio tracked / untracked: {wall / plain_wall:.2f}")
-    print(f"  platform time per trial: {1000 * (wall - plain_wall) / trials:.1f} ms")
-    print(f"  store per trial: {size / trials / 1024:.1f} KB (mlflow.db {(base / 'tracked' / 'mlflow.db').stat().st_size / 1e6:.1f} MB, "
-          f"artifacts {store_bytes(base / 'tracked' / 'mlartifacts') / 1e6:.1f} MB)")
-    print(f"  the finished study run again: {rerun:.2f} s, no Ray")
+    if not args.no_sqlite:
+        on_sqlite(smtnmf_table(args.problems), base, plain_wall)
     if args.reuters:
         study = reproduce.Study("reuters", (("method=mtcmrl", "data=reuters"),), ())
         wall, trials, rerun = tracked(study, base / "reuters")
         size = store_bytes(base / "reuters" / "mlartifacts") + (base / "reuters" / "mlflow.db").stat().st_size
         print(f"MTCMRL on Reuters: {trials} trials in {wall:.1f} s wall (Ray start included); store per trial "
               f"{size / trials / 1024:.1f} KB; run again: {rerun:.2f} s, no Ray")
-    if args.server:
-        on_server(smtnmf_table(args.problems), plain_wall)
+    if args.server or args.database:
+        on_stack(smtnmf_table(args.problems), plain_wall, args.server, args.database)
     print(f"stores in {base}")
 
 
-def on_server(study: reproduce.Study, plain_wall: float) -> None:
-    """The tracked study against a fresh mtc.stack server; prints its wall time and platform cost."""
+def on_sqlite(study: reproduce.Study, base: Path, plain_wall: float) -> None:
+    """The tracked study into a fresh SQLite store; prints its wall time, ratio, platform cost
+    and store per trial."""
+    wall, trials, rerun = tracked(study, base / "tracked")
+    size = store_bytes(base / "tracked" / "mlartifacts") + (base / "tracked" / "mlflow.db").stat().st_size
+    print(f"  tracked:   {trials} trials in {wall:.1f} s wall (one study: one Ray session, one Tuner)")
+    print(f"  ratio tracked / untracked: {wall / plain_wall:.2f}")
+    print(f"  platform time per trial: {1000 * (wall - plain_wall) / trials:.1f} ms")
+    print(f"  store per trial: {size / trials / 1024:.1f} KB (mlflow.db {(base / 'tracked' / 'mlflow.db').stat().st_size / 1e6:.1f} MB, "
+          f"artifacts {store_bytes(base / 'tracked' / 'mlartifacts') / 1e6:.1f} MB)")
+    print(f"  the finished study run again: {rerun:.2f} s, no Ray")
+
+
+def on_stack(study: reproduce.Study, plain_wall: float, server: bool, database: bool) -> None:
+    """The tracked study against a fresh mtc.stack: through its tracking server (``server``)
+    and straight into its PostgreSQL (``database``); prints each one's wall time and platform
+    cost."""
     from mtc.stack import server as stack
     from mtc.stack.loopback import free_port
 
@@ -117,15 +138,21 @@ def on_server(study: reproduce.Study, plain_wall: float) -> None:
     os.chmod(root, 0o755)  # the postgres user reaches the stack folder
     try:
         running = stack.start(root / "stack", port=free_port(), db_port=free_port())
-        wall, trials, rerun = tracked(study, root / "tracked", running.tracking_uri)
+        routes = []
+        if server:
+            routes.append((f"against the tracking server {running.tracking_uri}", running.tracking_uri, "server"))
+        if database:
+            routes.append((f"straight into its PostgreSQL {running.database_uri()}", running.database_uri(), "database"))
+        for what, uri, folder in routes:
+            wall, trials, rerun = tracked(study, root / folder, uri)
+            print(f"SMT-NMF Table 5 {what} (mtc.stack, PostgreSQL)")
+            print(f"  tracked:   {trials} trials in {wall:.1f} s wall (one study: one Ray session, one Tuner)")
+            print(f"  ratio tracked / untracked: {wall / plain_wall:.2f}")
+            print(f"  platform time per trial: {1000 * (wall - plain_wall) / trials:.1f} ms")
+            print(f"  the finished study run again: {rerun:.2f} s, no Ray")
     finally:
         stack.stop(root / "stack")
         shutil.rmtree(root, ignore_errors=True)
-    print(f"SMT-NMF Table 5 against the tracking server {running.tracking_uri} (mtc.stack, PostgreSQL)")
-    print(f"  tracked:   {trials} trials in {wall:.1f} s wall (one study: one Ray session, one Tuner)")
-    print(f"  ratio tracked / untracked: {wall / plain_wall:.2f}")
-    print(f"  platform time per trial: {1000 * (wall - plain_wall) / trials:.1f} ms")
-    print(f"  the finished study run again: {rerun:.2f} s, no Ray")
 
 
 if __name__ == "__main__":

@@ -154,6 +154,32 @@ def test_cluster_sweep_against_a_tracking_server_on_postgresql(two_node_cluster,
     assert node == other and all(size > 0 for size in sizes.values())
 
 
+def test_a_sweep_straight_into_the_servers_postgresql_is_served_by_the_server(two_node_cluster, tracking_server,
+                                                                            tmp_path, monkeypatch):
+    """The scaling route of docs/cluster.md: the workers of both nodes write each batch's runs in
+    one transaction straight into the stack's PostgreSQL (mtc.store.run_writer, no request to
+    the server), the artifacts into a folder they share; the server then serves those runs."""
+    cfg = compose_config([
+        f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={tracking_server.database_uri()}",
+        f"mlflow.artifact_root={tmp_path / 'artifacts'}", "mlflow.experiment=direct", f"ray.address={two_node_cluster}",
+        "sweep.verbose=0", "method=kmeans", "++method.grid.n_init=[1,2,3]", "sweep.repeats=4",
+    ])
+    result = run_sweep(settings(cfg))
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
+    client = tracking.client_for(tracking_server.tracking_uri)  # read back through the server
+    assert client.get_experiment_by_name("direct").experiment_id == result.experiment_id
+    runs = tracking.find_runs(client, result.experiment_id, **{tracking.PARENT_TAG: result.parent_run_id})
+    keys = [run.data.tags[tracking.TRIAL_KEY_TAG] for run in runs]
+    assert len(keys) == 12 == len(set(keys)) and {run.info.status for run in runs} == {"FINISHED"}
+    assert len({run.data.tags["mtc.node_id"] for run in runs}) == 2
+    assert client.get_run(result.parent_run_id).info.status == "FINISHED"
+    for run in runs:  # every run's record: its scores through the server, its trace in the shared folder
+        assert 0.0 <= run.data.metrics["acc/mean"] <= 1.0
+        folder = Path(run.info.artifact_uri.removeprefix("file://"))
+        assert folder.is_relative_to(tmp_path / "artifacts") and (folder / "trial.npz").stat().st_size > 0
+
+
 def test_a_study_on_the_cluster_against_the_server(two_node_cluster, tracking_server, tmp_path, monkeypatch):
     """tests/studies/tiny.yaml (two methods x two benchmarks) in one driver across both nodes,
     logged to the PostgreSQL-backed server, then compared from it; run again, it starts no Ray."""
