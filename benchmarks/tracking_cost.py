@@ -20,7 +20,8 @@
    (``mlflow.tracking_uri=postgresql+psycopg2://...``, artifacts in a folder the workers
    write): each Tune trial's runs in one transaction (mtc.store.run_writer) instead of four
    requests per run through the server, which still serves the UI and every reader;
-6. ``--no-sqlite`` skips the SQLite store (the untracked side always runs: every ratio needs it).
+6. ``--no-sqlite`` skips step 1's SQLite store (the untracked side always runs: every ratio
+   needs it; ``--reuters`` still writes to SQLite).
 
 Run it on a quiet machine: both sides use every CPU.
 """
@@ -95,7 +96,7 @@ def main() -> None:
     parser.add_argument("--server", action="store_true", help="also the tracked study against a tracking server")
     parser.add_argument("--database", action="store_true",
                         help="also the tracked study straight into the tracking server's PostgreSQL")
-    parser.add_argument("--no-sqlite", action="store_true", help="skip the SQLite store")
+    parser.add_argument("--no-sqlite", action="store_true", help="skip the tracked study's SQLite store")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="mtc-tracking-cost-"))
     plain_wall, plain_trials = untracked(args.problems, base / "untracked")

@@ -487,7 +487,7 @@ def check_known_keys(cfg: DictConfig) -> None:
 def settings(cfg: DictConfig, check_method: bool = True) -> Settings:
     """Read and check the whole config; paths are made absolute against the launch directory.
     With ``check_method`` False the method's parameters are not checked (method_spec): the
-    caller checks them (``settings.method.check()``) before running anything."""
+    caller checks them (``settings(cfg, False).method.check()``) before running anything."""
     base = os.getcwd()
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)

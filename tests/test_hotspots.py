@@ -167,7 +167,7 @@ def test_malsar_w_step_in_place_is_the_formula_written_out_to_the_bit(sparse_tas
     monkeypatch.setattr(LSSMTC, "_malsar_w", malsar_w_written_out)
     literal = make().fit(tasks)
     assert_identical(fast, literal)
-    np.testing.assert_array_equal(fast.W_, literal.W_)
+    assert fast.W_.tobytes() == literal.W_.tobytes()  # the bits, signed zeros included
 
 
 # --- MBC: H'X by one bincount over the stored entries (Eq. 3) -----------------------------
@@ -206,7 +206,7 @@ def test_mbc_centroids_in_place_are_eq_3_written_out_to_the_bit(lam):
     defined = denominator > 0
     expected[defined] = sums[defined] / denominator[defined, None]
     got = solver._centroids(0, X, labels, 4, previous, centroids, plans, lam)
-    np.testing.assert_array_equal(got, expected)
+    assert got.tobytes() == expected.tobytes() and got.flags.c_contiguous  # the bits, signed zeros and order included
     if lam == 0:
         np.testing.assert_array_equal(got[2], previous[2])
     full = rng.permutation(np.arange(80) % 4)  # every cluster non-empty: the in-place route
@@ -216,8 +216,8 @@ def test_mbc_centroids_in_place_are_eq_3_written_out_to_the_bit(lam):
         denominator = np.bincount(full, minlength=4) / n + 2.0 * lam * cluster_marginal(full, 4, "uniform")
     else:
         denominator = np.bincount(full, minlength=4) / n
-    np.testing.assert_array_equal(solver._centroids(0, X, full, 4, previous, centroids, plans, lam),
-                                  sums / denominator[:, None])
+    got = solver._centroids(0, X, full, 4, previous, centroids, plans, lam)
+    assert got.tobytes() == (sums / denominator[:, None]).tobytes() and got.flags.c_contiguous
 
 
 def test_mbc_iterates_are_unchanged_by_the_bincount_sums(monkeypatch):

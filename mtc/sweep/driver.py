@@ -1,7 +1,9 @@
 """The sweep: ``python -m mtc.sweep method=snmf data=synthetic``.
 
 Hydra composes the config; mtc.config reads and checks all of it (every grid point against
-the solver's constraints) before anything runs. The driver then checks that the Ray cluster, the output folder and
+the solver's constraints) before anything runs (the command line, mtc.sweep.command, first
+looks in a SQLite store for the report of the sweep finished, and checks the method only if it
+has to run). The driver then checks that the Ray cluster, the output folder and
 the tracking store can be used (mtc.store.preflight), takes its locks (mtc.store.locks), loads the
 dataset once, starts or joins Ray, creates the MLflow parent run, hands the
 dataset (or, for a data config with ``draw: per_seed``, every seed's draw) and a validated
@@ -687,8 +689,9 @@ def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> Sweep
         raise leave([opened], error) from None
 
 
-def run_sweep(run: Settings) -> SweepResult:
-    """Run (or resume) a sweep; returns its SweepResult.
+def run_sweep(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
+    """Run (or resume) a sweep; returns its SweepResult. ``plan``: the sweep's plan when the
+    caller made it (mtc.sweep.command), its data not loaded or drawn again.
 
     Before anything is created the Ray address, the output folder and the tracking store are
     checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.store.locks): one
@@ -706,14 +709,14 @@ def run_sweep(run: Settings) -> SweepResult:
         Some planned trials have no result; the parent run is FAILED.
     """
     with stop_signals():
-        return drive(run)
+        return drive(run, plan)
 
 
-def drive(run: Settings) -> SweepResult:
+def drive(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
     worker_env = preflight.process_env()
     run = replace(run, ray=replace(run.ray, address=preflight.check_ray(run.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(run.tracking.uri)
-    plan = plan_sweep(run)
+    plan = replace(plan, run=run) if plan is not None else plan_sweep(run)
     check_plan(plan)  # a rerun of a finished sweep reports from its data too
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     with locks.driver_locks(plan.output_dir, plan.name, run.tracking.uri):

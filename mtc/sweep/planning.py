@@ -26,7 +26,7 @@ ALL_FINISHED_TAG = "mtc.all_trials_finished"
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """A checked sweep before anything is created: its settings, trials, output folder, the
+    """A sweep before anything is created: its settings, trials, output folder, the
     tags of its runs and its key (the parent run a resumed sweep finds); its data (``datasets``)
     is loaded when first used, so a finished sweep is found without reading its draws."""
 
