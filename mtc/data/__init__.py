@@ -20,6 +20,7 @@ from mtc.data.synthetic import make_synthetic
 from mtc.tasks import MultiTaskDataset
 
 BUILDER_NAMES = sorted([*BUILDERS, "synthetic", "files"])
+IN_MEMORY_BUILDERS = ("synthetic",)  # generated, never cached: drawing one is as cheap as looking up a hash
 
 
 def files_builder():
@@ -78,7 +79,7 @@ def remembered_hash(name: str, builder: str | None = None, params: dict | None =
     remembered beside its cache file, without reading it; None when not remembered (or a
     synthetic dataset, which has no cache)."""
     builder = builder or name
-    if builder == "synthetic":
+    if builder in IN_MEMORY_BUILDERS:
         return None
     cached, _, key = cache_location(name, builder, dict(params or {}), root, cache_dir)
     content_hash = cache.remembered_hash(cached)

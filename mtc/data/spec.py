@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from mtc.data import (
     BUILDER_NAMES,
+    IN_MEMORY_BUILDERS,
     builder_parameters,
     builder_takes_seed,
     builder_type_hints,
@@ -61,6 +62,12 @@ class DataSpec:
             raise InputError(f"dataset {self.name!r}: categories name unknown classes {unknown}; "
                              f"classes: {sorted(classes)}")
         return MultiTaskDataset(dataset.name, dataset.tasks, {**dataset.meta, "categories": dict(self.categories)})
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the data is generated in memory and never cached (synthetic): no hash is
+        remembered for it, and drawing it costs about what reading a hash would."""
+        return self.builder in IN_MEMORY_BUILDERS
 
     def remembered_hashes(self, seeds) -> list[tuple[str, str]] | None:
         """(content hash, cache key) of the dataset (``once``) or of each seed's draw, in seed

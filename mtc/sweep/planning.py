@@ -59,7 +59,7 @@ def plan_sweep(run: Settings, load: bool = True) -> SweepPlan | None:
         preflight.check_writable(Path(run.tracking.artifact_root), "artifact folder", "mlflow.artifact_root")
     hashes, datasets = run.data.remembered_hashes(range(sweep.repeats)), None
     if hashes is None:
-        if not (load or run.data.builder == "synthetic"):
+        if not (load or run.data.in_memory):
             return None
         datasets = run.data.draws(range(sweep.repeats))
     data_tags = tracking.draws_tags(datasets) if datasets is not None else tracking.hashes_tags(hashes)
