@@ -3,6 +3,8 @@ a task column, text folders with one vocabulary, n_clusters, the cache keyed by 
 contents, every bad file rejected in one line, and methods fitted on the result."""
 
 import gzip
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -203,6 +205,21 @@ def test_the_cache_is_hit_on_a_second_load_and_missed_after_a_file_changes(tmp_p
     assert changed.meta["cache_key"] != first.meta["cache_key"]
     np.testing.assert_array_equal(changed.tasks[1].X, X2 + 1)
     assert len(list((tmp_path / "cache").glob("*.npz"))) == 2
+
+
+def test_a_cached_files_dataset_is_recognised_without_pandas_or_scikit_learn(tmp_path):
+    """What a finished sweep's rerun needs of the user's files (their remembered content hash and
+    cache key, mtc.data.remembered_hash) hashes the files without importing mtc.data.files'
+    readers: no pandas, no scikit-learn."""
+    paths = write_tasks(tmp_path, "csv", labelled=True)
+    params = {"paths": paths, "label_column": "label"}
+    first = load_dataset("mine", "files", params, cache_dir=str(tmp_path / "cache"))
+    script = ("import sys\nfrom mtc.data import remembered_hash\n"
+              f"print(remembered_hash('mine', 'files', {params!r}, cache_dir={str(tmp_path / 'cache')!r}))\n"
+              "print(sorted({name.split('.')[0] for name in sys.modules} & {'pandas', 'sklearn'}))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str((first.content_hash(), first.meta["cache_key"])), "[]"]
 
 
 def test_tasks_without_labels_are_cached_without_labels(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from pathlib import Path
 from mtc.errors import InputError
 from mtc.data import cache
 from mtc.data.compositions import BUILDERS, build
-from mtc.data.sources import RAW_FILES, data_root, raw_file
+from mtc.data.sources import RAW_FILES, data_root, raw_file, user_file_checksums
 from mtc.data.synthetic import make_synthetic
 from mtc.tasks import MultiTaskDataset
 
@@ -90,7 +90,7 @@ def cache_location(name: str, builder: str, params: dict, root: str | None,
                    cache_dir: str | None) -> tuple[Path, dict, str]:
     """The cache file of a corpus or files dataset, its raw files by key and its cache key."""
     if builder == "files":
-        paths, checksums = {}, files_builder().checksums(params.get("paths") or [])
+        paths, checksums = {}, user_file_checksums(params.get("paths") or [])
     elif builder in BUILDERS:
         base = data_root(root)
         spec = BUILDERS[builder]

@@ -27,7 +27,6 @@ every task has labels or none (``MultiTaskDataset.labelled``).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +36,7 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import load_files, load_svmlight_file
 
-from mtc.data.sources import file_checksum
+from mtc.data.sources import resolved
 from mtc.data.text import vectorize_tasks
 from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset, Task, cluster_names
@@ -115,55 +114,6 @@ def file_format(path: Path) -> tuple[str, str]:
 def task_name(path: Path) -> str:
     """A task's name: the file's name less its format suffix, or the folder's name."""
     return path.name if path.is_dir() else path.name[:-len(file_format(path)[1])]
-
-
-def content_digest(path: Path) -> str:
-    """sha256 of a file's bytes; of a folder, of its files' relative names and sha256s.
-
-    Parameters
-    ----------
-    path : Path
-        A file or a folder.
-
-    Returns
-    -------
-    str
-        The hex digest.
-    """
-    if not path.is_dir():
-        return file_checksum(path, "sha256")
-    digest = hashlib.sha256()
-    for member in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{member.relative_to(path).as_posix()}\0{file_checksum(member, 'sha256')}\0".encode())
-    return digest.hexdigest()
-
-
-def checksums(paths: list[str]) -> dict[str, str | None]:
-    """The content digest of every path, for the cache key.
-
-    Parameters
-    ----------
-    paths : list of str
-        The files and folders of ``data.params.paths``.
-
-    Returns
-    -------
-    dict
-        Absolute path -> sha256 hex digest, None for a path that cannot be read (missing or
-        not readable; ``build_files`` reports it).
-    """
-    found = {}
-    for path in map(resolved, paths):
-        try:
-            found[str(path)] = content_digest(path)
-        except OSError:
-            found[str(path)] = None
-    return found
-
-
-def resolved(path: str) -> Path:
-    """A configured path made absolute (a relative one is against the working directory)."""
-    return Path(path).expanduser().resolve()
 
 
 def first_line(error: Exception) -> str:

@@ -1,4 +1,5 @@
-"""Raw files: where they live under the data root, their checksums, where to get them.
+"""Raw files: where they live under the data root, their checksums (and the user's own files', for
+the cache key: user_file_checksums), where to get them.
 
 Data root, first found: the config's ``data.root``, the env var ``MTC_DATA_DIR``, then
 ``~/.cache/mtc``. A raw file that is missing is downloaded when it has a canonical address
@@ -97,6 +98,55 @@ def data_root(configured: str | None = None) -> Path:
 def file_checksum(path: Path, algorithm: str) -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, algorithm).hexdigest()
+
+
+def content_digest(path: Path) -> str:
+    """sha256 of a file's bytes; of a folder, of its files' relative names and sha256s.
+
+    Parameters
+    ----------
+    path : Path
+        A file or a folder.
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
+    if not path.is_dir():
+        return file_checksum(path, "sha256")
+    digest = hashlib.sha256()
+    for member in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{member.relative_to(path).as_posix()}\0{file_checksum(member, 'sha256')}\0".encode())
+    return digest.hexdigest()
+
+
+def user_file_checksums(paths: list[str]) -> dict[str, str | None]:
+    """The content digest of every path, for the cache key.
+
+    Parameters
+    ----------
+    paths : list of str
+        The files and folders of ``data.params.paths``.
+
+    Returns
+    -------
+    dict
+        Absolute path -> sha256 hex digest, None for a path that cannot be read (missing or
+        not readable; ``mtc.data.files.build_files`` reports it).
+    """
+    found = {}
+    for path in map(resolved, paths):
+        try:
+            found[str(path)] = content_digest(path)
+        except OSError:
+            found[str(path)] = None
+    return found
+
+
+def resolved(path: str) -> Path:
+    """A configured path made absolute (a relative one is against the working directory)."""
+    return Path(path).expanduser().resolve()
 
 
 @lru_cache(maxsize=64)

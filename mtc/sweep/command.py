@@ -2,8 +2,8 @@
 
 A sweep that already finished in a SQLite store is reported from the report its driver logged
 (mtc.sweep.planning.report_stored) before the solver's class, the driver, Ray, MLflow,
-scikit-learn or pandas are imported (for a corpus or synthetic data; ``data=files`` hashes the
-user's files through mtc.data.files, which imports pandas): the config is read without checking
+scikit-learn or pandas are imported (the user's files, ``data=files``, are hashed by
+mtc.data.sources, without their readers): the config is read without checking
 the method's parameters (that needs the solver and scikit-learn, about 1.2 s), since a finished
 sweep's key already names parameters that ran. So such a sweep is reported even if its method
 config would now be refused (a constraint tightened since, a ``_target_`` that no longer
