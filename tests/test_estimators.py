@@ -91,13 +91,24 @@ def check_record(record: FitRecord, matrices, k):
                 assert size == expected, (name, (i, j), axis)
 
 
+RENAMED_ON_SPARSE = {  # methods whose sparse route sums in another order, so may name clusters otherwise
+    "kkm": "the kernel of sparse rows comes from their sparse products (gaussian_affinity): equal to rounding, so "
+           "kernel k-means++ can draw the same centres in another order",
+}
+
+
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_dense_and_sparse_input_give_the_same_labels(name, tasks):
+    """The same labels; for RENAMED_ON_SPARSE, the same partition (the same labels once renamed)."""
     matrices, k = tasks
     dense = METHODS[name](n_clusters=k, random_state=2).fit(matrices)
     sparse = METHODS[name](n_clusters=k, random_state=2).fit([sp.csr_matrix(X) for X in matrices])
     for a, b in zip(dense.labels_, sparse.labels_):
-        np.testing.assert_array_equal(a, b)
+        if name in RENAMED_ON_SPARSE:
+            pairs = np.unique(np.column_stack([a, b]), axis=0)  # a renaming: each name of a meets one of b
+            assert len(pairs) == len(np.unique(a)) == len(np.unique(b)), RENAMED_ON_SPARSE[name]
+        else:
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))

@@ -147,7 +147,8 @@ class KernelKMeans(PerTaskClusterer):
     max_iter : int, default=300
         Lloyd iterations per restart.
     route : {"dense", "nystroem"}, default="dense"
-        ``"dense"``: the n x n kernel, as the paper's method. ``"nystroem"``: **not the
+        ``"dense"``: the n x n kernel, as the paper's method (of sparse rows, from their
+        sparse products: no dense copy of the rows; gaussian_affinity). ``"nystroem"``: **not the
         paper's method**, an approximation for large n: kernel k-means on the Nyström
         approximation Phi Phi' of the kernel from ``n_components`` rows drawn at random
         (mtc.numerics.affinity.nystroem_features; with a relative width, sigma from the median

@@ -207,12 +207,16 @@ def gaussian_sigma2(width: float, mode: str, median_d2) -> float:
 
 def gaussian_affinity(X, width: float = 1.0, mode: str = "relative") -> np.ndarray:
     """exp(-||x_i - x_j||^2 / (2 sigma^2)) with sigma^2 = width^2 * median squared distance
-    (``mode="relative"``) or sigma = width (``mode="absolute"``)."""
-    X = as_dense(X)
-    if X.shape[0] <= SYRK_ROWS:
+    (``mode="relative"``) or sigma = width (``mode="absolute"``).
+
+    Sparse rows stay sparse: the distances come from their sparse products (scikit-learn's
+    ``euclidean_distances``), never from an n x d dense copy (20NG's ng3, 6,393 x 85,832 tf-idf
+    rows: 4.4 GB and 75 s of dense products, against 0.3 s). The kernel equals the dense rows'
+    to rounding (1e-16), not to the bit: the products are summed in another order."""
+    if sp.issparse(X) or X.shape[0] <= SYRK_ROWS:
         D2 = euclidean_distances(X, squared=True)
     else:  # scikit-learn's X X' takes SYRK, which crashes OpenBLAS there (mtc.numerics.linalg.dense_gram)
-        D2 = squared_distances(X)
+        D2 = squared_distances(np.asarray(X))
         np.fill_diagonal(D2, 0.0)
     sigma2 = gaussian_sigma2(width, mode, lambda: median_positive(D2))
     return np.exp(-D2 / (2.0 * sigma2))
