@@ -93,7 +93,7 @@ def check_record(record: FitRecord, matrices, k):
 
 RENAMED_ON_SPARSE = {  # methods whose sparse route sums in another order, so may name clusters otherwise
     "kkm": "the kernel of sparse rows comes from their sparse products (gaussian_affinity): equal to rounding, so "
-           "kernel k-means++ can draw the same centres in another order",
+           "restarts that reach one partition under other names tie to rounding and another may win",
 }
 
 
