@@ -2,7 +2,8 @@
 # The MLflow tracking server of docker/compose.yaml, set up as `python -m mtc.stack start --auth`
 # sets up its own (mtc/stack/server.py): PostgreSQL as the backend store, artifacts served through the
 # server (runs record mlflow-artifacts:/ URIs), and MLflow's basic-auth app with its users in a
-# second database, mlflow_auth (created by docker/postgres-init.sql). Everything secret comes
+# second database, mlflow_auth (created by docker/postgres-init.sql), as mtc's app (mtc-basic-auth:
+# the route that takes a Ray Tune trial's runs in one request, mtc.store.server_app). Everything secret comes
 # from the environment; the auth ini is written at start-up, readable by this user only.
 set -eu
 
@@ -26,7 +27,7 @@ EOF
 
 export MLFLOW_AUTH_CONFIG_PATH="$auth_ini"
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false
-exec mlflow server --app-name basic-auth \
+exec mlflow server --app-name mtc-basic-auth \
     --backend-store-uri "${db}/mlflow" \
     --serve-artifacts --artifacts-destination /mlartifacts \
     --host 0.0.0.0 --port 5000 --workers 1

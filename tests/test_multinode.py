@@ -192,8 +192,12 @@ def test_a_study_on_the_cluster_against_the_server(two_node_cluster, tracking_se
     study = reproduce.load_study(str(Path(__file__).parent / "studies" / "tiny.yaml"))
     overrides = [f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", f"ray.address={two_node_cluster}",
                  "mlflow.experiment=study"]
+    before = len(server_requests(tracking_server))
     outcome = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
     assert outcome["ray_started"] and len(outcome["ran"]) == 4
+    requests = server_requests(tracking_server)[before:]  # the 24 children in batches, none created one by one:
+    assert requests.count("POST /api/2.0/mlflow/runs/create") == 4 + 1  # the four sweeps' parents and the compare's run
+    assert 1 <= requests.count("POST /api/2.0/mtc/runs/write-batch") <= 8  # at most one per Tune trial
     client = tracking.client_for(uri)
     experiment = client.get_experiment_by_name("study").experiment_id
     runs = client.search_runs([experiment], max_results=1000)
@@ -207,6 +211,53 @@ def test_a_study_on_the_cluster_against_the_server(two_node_cluster, tracking_se
     monkeypatch.setattr(sweep, "ray_session", lambda *a, **k: pytest.fail("Ray started for a finished study"))
     again = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
     assert not again["ray_started"] and len(again["finished"]) == 4
+
+
+def server_requests(stack) -> list[str]:
+    """The request lines of the stack's server log ("POST /api/2.0/...")."""
+    import re
+
+    return re.findall(r'"((?:GET|POST|PATCH|DELETE) /[^ ?]*)', (Path(stack.dir) / "server.log").read_text())
+
+
+def test_the_batch_route_behind_basic_auth_needs_the_right_to_create_runs_there(tracking_server, monkeypatch):
+    """A user with READ (the stack's default) is refused by the route and then by MLflow's own
+    calls, and nothing is written; once given EDIT on the experiment, the batch goes in one
+    request (the basic-auth app checks the route as create_run: mtc.store.server_app)."""
+    import numpy as np
+    from mlflow import MlflowClient
+    from mlflow.server import get_app_client
+
+    from mtc.store import run_writer
+
+    uri = tracking_server.tracking_uri
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
+    admin = MlflowClient(uri)
+    experiment = admin.create_experiment(f"batch-auth-{time.time_ns()}")
+    parent = admin.create_run(experiment).info.run_id
+
+    users = get_app_client("basic-auth", tracking_uri=uri)
+    user = f"reader{time.time_ns()}"
+    users.create_user(user, "a-reader-password-123")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", user)
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-reader-password-123")
+    run = run_writer.RunRecord("r", {"mtc.trial_key": "r"}, {"seed": "0"}, (("acc/mean", 0.5, 0),), "FINISHED", 1, 2,
+                               lambda folder: np.save(folder / "labels.npy", np.arange(3)))
+    with pytest.raises(run_writer.BatchNotTaken, match="403"):
+        run_writer.post_batch(uri, experiment, parent, [run])
+    stores = {}
+    with pytest.raises(Exception, match="(?i)permission"):
+        run_writer.write_runs(MlflowClient(uri), experiment, parent, [run], stores)
+    assert stores[(run_writer.BATCH_ENDPOINT, uri)] is False
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-test-password-123")
+    users.grant_user_permission(user, "experiment", experiment, "EDIT")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", user)
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "a-reader-password-123")
+    (written,) = run_writer.post_batch(uri, experiment, parent, [run])
+    assert [r.info.run_id for r in admin.search_runs([experiment]) if r.info.run_id != parent] == [written]
+    assert admin.get_run(written).data.params == {"seed": "0"}
 
 
 def server_env(extra: dict | None = None) -> dict:

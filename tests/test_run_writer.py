@@ -2,6 +2,8 @@
 client writes for the same runs, and nothing when the parent run was closed."""
 
 import math
+import re
+import uuid
 
 import numpy as np
 import pytest
@@ -110,3 +112,105 @@ def test_the_client_route_writes_a_batch_from_several_threads_and_keeps_its_orde
             [(0, 3.0), (1, 2.0), (7, 1.5)]
         np.testing.assert_array_equal(np.load(client.download_artifacts(run_id, "trial.npz"))["labels"], np.arange(4))
         assert open(client.download_artifacts(run_id, "name.txt")).read() == written.name
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """Two real ``mlflow server``s on SQLite stores, artifacts served: one as mtc.stack starts it
+    (``--app-name mtc``: the batch route) and a plain one; stopped after the module."""
+    import os
+    import subprocess
+    import sys
+
+    from mtc.stack.loopback import free_port, wait_for_port
+
+    started = {}
+    for name, app in (("mtc", ["--app-name", "mtc"]), ("plain", [])):
+        folder, port = tmp_path_factory.mktemp(name), free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", *app, "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+             "--serve-artifacts", "--artifacts-destination", str(folder / "artifacts"), "--host", "127.0.0.1",
+             "--port", str(port), "--workers", "1"], stdout=open(folder / "server.log", "wb"), stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+        started[name] = (process, port, folder)
+    try:
+        for process, port, _ in started.values():
+            wait_for_port(port, 120)
+        yield {name: (f"http://127.0.0.1:{port}", folder) for name, (_, port, folder) in started.items()}
+    finally:
+        for process, _, _ in started.values():
+            os.killpg(process.pid, 15)
+            process.wait(timeout=30)
+
+
+def server_store(servers, name: str):
+    uri, folder = servers[name]
+    client = tracking.client_for(uri)
+    experiment = tracking.ensure_experiment(client, f"writer-{uuid.uuid4().hex[:8]}", None)
+    return client, experiment, client.create_run(experiment).info.run_id, sa.create_engine(f"sqlite:///{folder / 'mlflow.db'}")
+
+
+def requests_in_log(servers, name: str) -> list[str]:
+    """The request lines of a server's access log ("POST /api/2.0/...")."""
+    log = (servers[name][1] / "server.log").read_text()
+    return re.findall(r'"((?:GET|POST|PATCH|DELETE) /[^ ?]*)', log)
+
+
+def test_a_server_with_the_batch_route_takes_a_batch_in_one_request_with_the_clients_rows(servers, monkeypatch):
+    """``mlflow server --app-name mtc`` (mtc.store.server_app): the batch in one request,
+    the rows MLflow's client writes for the same runs (NaN and infinity included), the files
+    where the server's artifact routes serve them."""
+    client, experiment, parent, engine = server_store(servers, "mtc")
+    batch = [record("a"), record("b", "FAILED")]
+    before = len(requests_in_log(servers, "mtc"))
+    monkeypatch.setattr(run_writer, "write_with_client", lambda *args: pytest.fail("sent run by run"))
+    stores = {}
+    by_route = run_writer.write_runs(client, experiment, parent, batch, stores)
+    assert stores.get((run_writer.BATCH_ENDPOINT, client.tracking_uri), True)
+    assert requests_in_log(servers, "mtc")[before:] == [f"POST {run_writer.BATCH_ENDPOINT}"]
+    monkeypatch.undo()
+    by_client = run_writer.write_with_client(client, experiment, parent, batch)
+    for route_id, client_id in zip(by_route, by_client):
+        for table in TABLES:
+            assert rows(engine, table, route_id) == rows(engine, table, client_id), table
+        assert math.isnan(client.get_run(route_id).data.metrics["nmi/task0"])
+        np.testing.assert_array_equal(np.load(client.download_artifacts(route_id, "trial.npz"))["labels"], np.arange(4))
+    assert [client.get_run(i).info.status for i in by_route] == ["FINISHED", "FAILED"]
+
+
+def test_a_plain_mlflow_server_gets_each_runs_requests_and_is_remembered(servers):
+    client, experiment, parent, _ = server_store(servers, "plain")
+    stores = {}
+    first = run_writer.write_runs(client, experiment, parent, [record("a")], stores)
+    assert stores[(run_writer.BATCH_ENDPOINT, client.tracking_uri)] is False  # 404: asked once per worker
+    before = len(requests_in_log(servers, "plain"))
+    second = run_writer.write_runs(client, experiment, parent, [record("b")], stores)
+    assert f"POST {run_writer.BATCH_ENDPOINT}" not in requests_in_log(servers, "plain")[before:]
+    assert [client.get_run(i).info.run_name for i in first + second] == ["a", "b"]
+
+
+def test_the_batch_route_refuses_a_closed_parent_a_file_outside_the_run_and_a_bad_body(servers):
+    import json
+    import urllib.error
+    import urllib.request
+
+    client, experiment, parent, engine = server_store(servers, "mtc")
+
+    def post(body) -> tuple[int, str]:
+        request = urllib.request.Request(client.tracking_uri + run_writer.BATCH_ENDPOINT, method="POST",
+                                         headers={"Content-Type": "application/json"}, data=json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    escaping = run_writer.batch_payload(experiment, parent, [record("a")])
+    escaping["runs"][0]["files"] = {"../../outside.txt": "aGk="}
+    assert post(escaping)[0] == 400 and "leaves the run's folder" in post(escaping)[1]
+    assert post({"experiment_id": experiment})[0] == 400
+    client.set_terminated(parent, "KILLED")
+    with pytest.raises(run_writer.ParentClosed, match="KILLED"):
+        run_writer.post_batch(client.tracking_uri, experiment, parent, [record("a")])
+    assert [run.info.run_id for run in tracking.find_runs(client, experiment)] == [parent]
+    assert not list(servers["mtc"][1].rglob("outside.txt"))

@@ -160,11 +160,11 @@ def start_server(stack: Stack, timeout: float = 120.0) -> int:
            "DO_NOT_TRACK": "true"}
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", stack.database_uri(),
                "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
-               "--host", stack.host, "--port", str(stack.port), "--workers", "1"]
+               "--host", stack.host, "--port", str(stack.port), "--workers", "1",
+               "--app-name", "mtc-basic-auth" if stack.auth else "mtc"]  # + one request per batch of runs
     if stack.auth:
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(auth_config(stack))
         env.setdefault("MLFLOW_FLASK_SERVER_SECRET_KEY", os.urandom(16).hex())
-        command += ["--app-name", "basic-auth"]
     log = open(root / "server.log", "ab")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     deadline = time.monotonic() + timeout

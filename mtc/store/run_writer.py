@@ -9,12 +9,16 @@ SQLAlchemy models (the schema stays MLflow's and its migrations keep applying), 
 its client writes for the same run: the run, its tags (``mlflow.runName`` included), params,
 metrics (NaN and infinities stored as MLflow stores them) and latest metrics
 (tests/test_run_writer.py compares the two row for row). Against a tracking server (``http``)
-each run takes the client's calls. Either way a run's files are in the artifact store before
+the batch goes in one request where the server serves BATCH_ENDPOINT (``mlflow server
+--app-name mtc``, as ``mtc.stack`` starts it: mtc.store.server_app, which writes it as above),
+else each run takes the client's calls. Either way a run's files are in the artifact store before
 its rows are written, so a run that can be read has its files.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 import tempfile
 import uuid
@@ -69,13 +73,23 @@ def write_runs(client, experiment_id: str, parent_id: str, records: list[RunReco
                stores: dict | None = None) -> list[str]:
     """Write ``records`` as runs of the experiment (children of ``parent_id`` by their tags)
     and return their run ids; raises ParentClosed, writing no row, when the parent run is not
-    RUNNING. ``stores`` keeps one SQLAlchemy store per tracking URI between calls (a worker's
-    cache; None builds one per call)."""
+    RUNNING. A SQL store's rows go in one transaction (write_sql); a tracking server takes the
+    batch in one request where it serves BATCH_ENDPOINT (``mlflow server --app-name mtc``,
+    mtc.store.server_app), else each run's requests (write_with_client). ``stores`` keeps, per
+    tracking URI, its SQLAlchemy store and whether its server took batches between calls (a
+    worker's cache; None: built, and asked, per call)."""
     if not records:
         return []
     if is_sql_store(client.tracking_uri):
         store = sql_store(client.tracking_uri, stores)
         return write_sql(store, experiment_id, parent_id, records)
+    offered = (BATCH_ENDPOINT, client.tracking_uri)
+    if stores is None or stores.get(offered, True):
+        try:
+            return post_batch(client.tracking_uri, experiment_id, parent_id, records)
+        except BatchNotTaken:
+            if stores is not None:
+                stores[offered] = False
     return write_with_client(client, experiment_id, parent_id, records)
 
 
@@ -114,10 +128,11 @@ def upload_files(artifact_uri: str, record: RunRecord) -> None:
         get_artifact_repository(artifact_uri).log_artifacts(tmp)
 
 
-def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
-    """The SQL route: files first, then every row in one transaction, the parent's status read
-    last inside it (the transaction then holds the write lock, so the driver cannot close the
-    parent between the check and the commit)."""
+def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord],
+              upload: Callable[[str, RunRecord], None] = upload_files) -> list[str]:
+    """The SQL route: files first (``upload(artifact_uri, record)``), then every row in one
+    transaction, the parent's status read last inside it (the transaction then holds the write
+    lock, so the driver cannot close the parent between the check and the commit)."""
     import sqlalchemy as sa
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
     from mlflow.utils.uri import append_to_uri_path
@@ -126,7 +141,7 @@ def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord
     ids = [uuid.uuid4().hex for _ in records]
     uris = [append_to_uri_path(location, run_id, store.ARTIFACTS_FOLDER_NAME) for run_id in ids]
     for uri, record in zip(uris, records):
-        upload_files(uri, record)
+        upload(uri, record)
     rows = sql_rows(store, experiment_id, ids, uris, records)
     with store.ManagedSessionMaker(read_only=False) as session:
         for model, table_rows in zip((SqlRun, SqlTag, SqlParam, SqlMetric, SqlLatestMetric), rows):
@@ -170,6 +185,53 @@ def sql_rows(store, experiment_id: str, ids: list[str], uris: list[str], records
                 newest[key] = row
         latest += list(newest.values())
     return runs, tags, params, metrics, latest
+
+
+BATCH_ENDPOINT = "/api/2.0/mtc/runs/write-batch"  # served by mtc.store.server_app
+
+
+class BatchNotTaken(Exception):
+    """The tracking server does not serve BATCH_ENDPOINT (404, 405), or not to this sender (403)."""
+
+
+def batch_payload(experiment_id: str, parent_id: str, records: list[RunRecord]) -> dict:
+    """The request body of BATCH_ENDPOINT: each run's fields, its metric values as text (JSON
+    has no NaN or infinity; ``float`` reads them back) and its files as {relative path: base64},
+    written one run after the other in this thread."""
+    runs = []
+    for record in records:
+        with tempfile.TemporaryDirectory() as tmp:
+            record.write_files(Path(tmp))
+            files = {path.relative_to(tmp).as_posix(): base64.b64encode(path.read_bytes()).decode()
+                     for path in sorted(Path(tmp).rglob("*")) if path.is_file()}
+        runs.append({"name": record.name, "tags": record.tags, "params": record.params,
+                     "metrics": [(key, repr(float(value)), step) for key, value, step in record.metrics],
+                     "status": record.status, "start_ms": record.start_ms, "end_ms": record.end_ms, "files": files})
+    return {"experiment_id": str(experiment_id), "parent_id": parent_id, "runs": runs}
+
+
+def post_batch(tracking_uri: str, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
+    """The batch in one request to the server's BATCH_ENDPOINT (its credentials as MLflow's
+    client finds them); the run ids in the records' order. Raises BatchNotTaken where the route
+    is not served, ParentClosed on 409 (nothing written) and RuntimeError for any other refusal."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    response = http_request(get_default_host_creds(tracking_uri), BATCH_ENDPOINT, "POST",
+                            data=json.dumps(batch_payload(experiment_id, parent_id, records)),
+                            extra_headers={"Content-Type": "application/json"}, raise_on_status=False)
+    if response.status_code in (403, 404, 405):
+        raise BatchNotTaken(f"HTTP {response.status_code}")
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text[:500]}
+    if response.status_code == 409:
+        raise ParentClosed(body.get("message", f"parent run {parent_id} is closed"))
+    if response.status_code != 200:
+        raise RuntimeError(f"the tracking server refused a batch of {len(records)} runs "
+                           f"(HTTP {response.status_code}): {body.get('message', body)}")
+    return body["run_ids"]
 
 
 CLIENT_THREADS = 8  # runs of a batch written at once against a tracking server (write_with_client)
