@@ -191,7 +191,8 @@ BATCH_ENDPOINT = "/api/2.0/mtc/runs/write-batch"  # served by mtc.store.server_a
 
 
 class BatchNotTaken(Exception):
-    """The tracking server does not serve BATCH_ENDPOINT (404, 405), or not to this sender (403)."""
+    """The tracking server does not serve BATCH_ENDPOINT (404, 405), not to this sender (403), or
+    not for its experiment's artifacts (501)."""
 
 
 def batch_payload(experiment_id: str, parent_id: str, records: list[RunRecord]) -> dict:
@@ -220,7 +221,7 @@ def post_batch(tracking_uri: str, experiment_id: str, parent_id: str, records: l
     response = http_request(get_default_host_creds(tracking_uri), BATCH_ENDPOINT, "POST",
                             data=json.dumps(batch_payload(experiment_id, parent_id, records)),
                             extra_headers={"Content-Type": "application/json"}, raise_on_status=False)
-    if response.status_code in (403, 404, 405):
+    if response.status_code in (403, 404, 405, 501):
         raise BatchNotTaken(f"HTTP {response.status_code}")
     try:
         body = response.json()

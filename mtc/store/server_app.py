@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
@@ -84,6 +85,8 @@ def write_batch():
         ids = run_writer.write_sql(store, experiment_id, parent_id, records, upload=served_upload)
     except run_writer.ParentClosed as error:
         return jsonify(error_code="PARENT_CLOSED", message=str(error)), 409
+    except NotServed as error:  # the client sends each run's requests instead
+        return jsonify(error_code="NOT_IMPLEMENTED", message=str(error)), 501
     except OSError as error:  # the files (a full disk): not retried by the client, unlike a 500
         return jsonify(error_code="INTERNAL_ERROR", message=full_disk(error) or f"{type(error).__name__}: {error}"), 507
     except MlflowException as error:  # the database refused the rows
@@ -130,17 +133,22 @@ def files_writer(files: dict):
     return write_files
 
 
+class NotServed(Exception):
+    """A run's files belong in ``mlflow-artifacts:/`` but this server was started without
+    ``--serve-artifacts``."""
+
+
 def served_upload(artifact_uri: str, record: run_writer.RunRecord) -> None:
     """A run's files where the server keeps them: ``mlflow-artifacts:/<path>`` is ``<path>``
-    under ``--artifacts-destination`` (as the server's artifact routes resolve it); any other
-    URI as a worker would write it (run_writer.upload_files)."""
-    if urlparse(artifact_uri).scheme != "mlflow-artifacts":
-        run_writer.upload_files(artifact_uri, record)
-        return
-    import tempfile
+    under ``--artifacts-destination`` (as the server's artifact routes resolve it), written
+    there directly when it is a local folder; any other URI as a worker would write it
+    (run_writer.upload_files)."""
+    if urlparse(artifact_uri).scheme == "mlflow-artifacts":
+        from mlflow.server import ARTIFACTS_DESTINATION_ENV_VAR
+        from mlflow.utils.uri import append_to_uri_path
 
-    from mlflow.server import handlers
-
-    with tempfile.TemporaryDirectory() as tmp:
-        record.write_files(Path(tmp))
-        handlers._get_artifact_repo_mlflow_artifacts().log_artifacts(tmp, urlparse(artifact_uri).path.lstrip("/"))
+        destination = os.environ.get(ARTIFACTS_DESTINATION_ENV_VAR)
+        if destination is None:
+            raise NotServed(f"{artifact_uri}: this server does not serve artifacts (--serve-artifacts)")
+        artifact_uri = append_to_uri_path(destination, urlparse(artifact_uri).path.lstrip("/"))
+    run_writer.upload_files(artifact_uri, record)

@@ -293,12 +293,12 @@ class WorkerCaches:
     """What a worker process keeps between its trials (Ray reuses a worker for many): the
     solvers' seed-independent steps (``cache`` parameters, mtc.numerics.cache; the k-means
     labels of their seedings also as files in the sweep's steps_folder), the heatmap
-    frames of readable trial files (mtc.results.plots.block_heatmap) and the SQL stores the
-    runs are written to (one engine per tracking URI)."""
+    frames of readable trial files (mtc.results.plots.block_heatmap) and, per tracking URI,
+    the SQL store the runs are written to (one engine) or whether its server takes batches."""
 
     fits: Cache = field(default_factory=lambda: Cache(size=2))
     figures: Cache = field(default_factory=lambda: Cache(size=4))
-    stores: dict = field(default_factory=dict)  # MLflow's SQL store per tracking URI (run_writer)
+    stores: dict = field(default_factory=dict)  # per tracking URI: SQL store, server's batch route (run_writer)
 
 
 WORKER_CACHES = WorkerCaches()  # the only state a worker process keeps between trials
