@@ -189,28 +189,61 @@ def test_a_plain_mlflow_server_gets_each_runs_requests_and_is_remembered(servers
     assert [client.get_run(i).info.run_name for i in first + second] == ["a", "b"]
 
 
-def test_the_batch_route_refuses_a_closed_parent_a_file_outside_the_run_and_a_bad_body(servers):
+def post(uri: str, body) -> tuple[int, dict]:
+    """POST a body to the batch route as it is, without the client's fallbacks."""
     import json
     import urllib.error
     import urllib.request
 
-    client, experiment, parent, engine = server_store(servers, "mtc")
+    request = urllib.request.Request(uri + run_writer.BATCH_ENDPOINT, method="POST",
+                                     headers={"Content-Type": "application/json"}, data=json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        assert error.headers[run_writer.BATCH_HEADER] == "1"  # the route's own answer, not a missing route
+        return error.code, json.loads(error.read())
 
-    def post(body) -> tuple[int, str]:
-        request = urllib.request.Request(client.tracking_uri + run_writer.BATCH_ENDPOINT, method="POST",
-                                         headers={"Content-Type": "application/json"}, data=json.dumps(body).encode())
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
 
+def test_a_batch_sent_again_after_a_lost_answer_is_written_once(servers):
+    client, experiment, parent, _ = server_store(servers, "mtc")
+    body = run_writer.batch_payload(experiment, parent, [record("a"), record("b")])
+    first, second = post(client.tracking_uri, body), post(client.tracking_uri, body)
+    assert first == second and first[0] == 200 and first[1]["run_ids"] == [run["id"] for run in body["runs"]]
+    children = [run for run in tracking.find_runs(client, experiment) if run.info.run_id != parent]
+    assert sorted(run.info.run_name for run in children) == ["a", "b"]
+
+
+def test_the_batch_route_refuses_what_it_should_not_write(servers, tmp_path):
+    """Files outside the run's folder (by name, or by an experiment location that leaves the
+    server's destination), ids that are not text, a missing parent: refused, nothing written,
+    and the client does not take a refusal for a missing route."""
+    client, experiment, parent, _ = server_store(servers, "mtc")
+    uri = client.tracking_uri
     escaping = run_writer.batch_payload(experiment, parent, [record("a")])
     escaping["runs"][0]["files"] = {"../../outside.txt": "aGk="}
-    assert post(escaping)[0] == 400 and "leaves the run's folder" in post(escaping)[1]
-    assert post({"experiment_id": experiment})[0] == 400
+    status, body = post(uri, escaping)
+    assert status == 400 and "leaves the run's folder" in body["message"]
+    assert post(uri, {"experiment_id": experiment})[0] == 400
+    assert post(uri, {**run_writer.batch_payload(experiment, parent, [record("a")]), "experiment_id": int(experiment)})[0] == 400
+    status, body = post(uri, run_writer.batch_payload(experiment, "f" * 32, [record("a")]))
+    assert status == 400 and "f" * 32 in body["message"]
+    outside = tmp_path / "outside"
+    elsewhere = client.create_experiment(f"elsewhere-{uuid.uuid4().hex[:8]}",
+                                         artifact_location="mlflow-artifacts:/" + "../" * 12 + str(outside).lstrip("/"))
+    elsewhere_parent = client.create_run(elsewhere).info.run_id
+    status, body = post(uri, run_writer.batch_payload(elsewhere, elsewhere_parent, [record("a")]))
+    assert status == 501 and "not a folder of this server's" in body["message"]
+    with pytest.raises(run_writer.BatchNotTaken) as refused:
+        run_writer.post_batch(uri, elsewhere, elsewhere_parent, [record("a")])
+    assert not refused.value.route_missing
+    assert not outside.exists() and not list(servers["mtc"][1].rglob("outside.txt"))
+    assert [run.info.run_id for run in tracking.find_runs(client, experiment)] == [parent]
+
+
+def test_the_batch_route_writes_nothing_once_the_parent_is_closed(servers):
+    client, experiment, parent, _ = server_store(servers, "mtc")
     client.set_terminated(parent, "KILLED")
     with pytest.raises(run_writer.ParentClosed, match="KILLED"):
         run_writer.post_batch(client.tracking_uri, experiment, parent, [record("a")])
     assert [run.info.run_id for run in tracking.find_runs(client, experiment)] == [parent]
-    assert not list(servers["mtc"][1].rglob("outside.txt"))

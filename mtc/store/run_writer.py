@@ -87,8 +87,8 @@ def write_runs(client, experiment_id: str, parent_id: str, records: list[RunReco
     if stores is None or stores.get(offered, True):
         try:
             return post_batch(client.tracking_uri, experiment_id, parent_id, records)
-        except BatchNotTaken:
-            if stores is not None:
+        except BatchNotTaken as refusal:
+            if stores is not None and refusal.route_missing:
                 stores[offered] = False
     return write_with_client(client, experiment_id, parent_id, records)
 
@@ -129,16 +129,17 @@ def upload_files(artifact_uri: str, record: RunRecord) -> None:
 
 
 def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord],
-              upload: Callable[[str, RunRecord], None] = upload_files) -> list[str]:
+              upload: Callable[[str, RunRecord], None] = upload_files, ids: list[str] | None = None) -> list[str]:
     """The SQL route: files first (``upload(artifact_uri, record)``), then every row in one
-    transaction, the parent's status read last inside it (the transaction then holds the write
-    lock, so the driver cannot close the parent between the check and the commit)."""
+    transaction, the parent's status read last inside it and locked (SQLite: the transaction
+    holds the write lock; PostgreSQL: FOR SHARE on the parent's row), so the driver cannot close
+    the parent between the check and the commit. ``ids``: the runs' ids (default: new uuids)."""
     import sqlalchemy as sa
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
     from mlflow.utils.uri import append_to_uri_path
 
     location = store.get_experiment(experiment_id).artifact_location
-    ids = [uuid.uuid4().hex for _ in records]
+    ids = ids or [uuid.uuid4().hex for _ in records]
     uris = [append_to_uri_path(location, run_id, store.ARTIFACTS_FOLDER_NAME) for run_id in ids]
     for uri, record in zip(uris, records):
         upload(uri, record)
@@ -147,7 +148,8 @@ def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord
         for model, table_rows in zip((SqlRun, SqlTag, SqlParam, SqlMetric, SqlLatestMetric), rows):
             if table_rows:
                 session.execute(sa.insert(model), table_rows)
-        status = session.execute(sa.select(SqlRun.status).where(SqlRun.run_uuid == parent_id)).scalar()
+        status = session.execute(sa.select(SqlRun.status).where(SqlRun.run_uuid == parent_id)
+                                 .with_for_update(read=True)).scalar()
         if status != "RUNNING":
             session.rollback()  # raised after the session closes: MLflow's session wraps every error
     if status != "RUNNING":
@@ -190,22 +192,31 @@ def sql_rows(store, experiment_id: str, ids: list[str], uris: list[str], records
 BATCH_ENDPOINT = "/api/2.0/mtc/runs/write-batch"  # served by mtc.store.server_app
 
 
+BATCH_HEADER = "X-MTC-Batch"  # on every answer of the route: a 404 without it is a server without the route
+
+
 class BatchNotTaken(Exception):
-    """The tracking server does not serve BATCH_ENDPOINT (404, 405), not to this sender (403), or
-    not for its experiment's artifacts (501)."""
+    """The tracking server does not take this batch in one request: it has no BATCH_ENDPOINT
+    (404 or 405 without BATCH_HEADER; ``route_missing``, remembered per worker), the sender may
+    not use it (403), or the server does not write this batch itself (501)."""
+
+    def __init__(self, status: int, route_missing: bool):
+        super().__init__(f"HTTP {status}")
+        self.route_missing = route_missing
 
 
 def batch_payload(experiment_id: str, parent_id: str, records: list[RunRecord]) -> dict:
-    """The request body of BATCH_ENDPOINT: each run's fields, its metric values as text (JSON
-    has no NaN or infinity; ``float`` reads them back) and its files as {relative path: base64},
-    written one run after the other in this thread."""
+    """The request body of BATCH_ENDPOINT: each run's id (chosen here, so that a request sent
+    again after a lost answer is recognised), fields, metric values as text (JSON has no NaN or
+    infinity; ``float`` reads them back) and files as {relative path: base64}, written one run
+    after the other in this thread."""
     runs = []
     for record in records:
         with tempfile.TemporaryDirectory() as tmp:
             record.write_files(Path(tmp))
             files = {path.relative_to(tmp).as_posix(): base64.b64encode(path.read_bytes()).decode()
                      for path in sorted(Path(tmp).rglob("*")) if path.is_file()}
-        runs.append({"name": record.name, "tags": record.tags, "params": record.params,
+        runs.append({"id": uuid.uuid4().hex, "name": record.name, "tags": record.tags, "params": record.params,
                      "metrics": [(key, repr(float(value)), step) for key, value, step in record.metrics],
                      "status": record.status, "start_ms": record.start_ms, "end_ms": record.end_ms, "files": files})
     return {"experiment_id": str(experiment_id), "parent_id": parent_id, "runs": runs}
@@ -213,16 +224,20 @@ def batch_payload(experiment_id: str, parent_id: str, records: list[RunRecord]) 
 
 def post_batch(tracking_uri: str, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
     """The batch in one request to the server's BATCH_ENDPOINT (its credentials as MLflow's
-    client finds them); the run ids in the records' order. Raises BatchNotTaken where the route
-    is not served, ParentClosed on 409 (nothing written) and RuntimeError for any other refusal."""
+    client finds them, its retries of lost answers and 5xx: the route writes a batch once); the
+    run ids in the records' order. Raises BatchNotTaken (above), ParentClosed on 409 (nothing
+    written) and RuntimeError for any other refusal."""
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
 
     response = http_request(get_default_host_creds(tracking_uri), BATCH_ENDPOINT, "POST",
                             data=json.dumps(batch_payload(experiment_id, parent_id, records)),
                             extra_headers={"Content-Type": "application/json"}, raise_on_status=False)
-    if response.status_code in (403, 404, 405, 501):
-        raise BatchNotTaken(f"HTTP {response.status_code}")
+    served = BATCH_HEADER in response.headers
+    if response.status_code in (404, 405) and not served:
+        raise BatchNotTaken(response.status_code, route_missing=True)
+    if response.status_code in (403, 501):
+        raise BatchNotTaken(response.status_code, route_missing=False)
     try:
         body = response.json()
     except ValueError:

@@ -2,19 +2,22 @@
 trial's finished runs in one request.
 
 Through MLflow's REST API a run costs four requests (create_run, log_batch, the files,
-set_terminated), each through MLflow's ORM: 29-41 ms of server CPU per run (docs/cluster.md), 85.4
-ms of platform time per trial against 6.6 ms straight into the server's PostgreSQL. The route
-``run_writer.BATCH_ENDPOINT`` takes a whole batch (every run's tags, params, metrics, status,
-times and files) and writes it as the SQL route does (``run_writer.write_sql``: files first, then
-one transaction of bulk INSERTs through MLflow's models, the parent's status checked inside it):
-the same rows as the client's calls (tests/test_run_writer.py). The workers then need the
-server's address only, not the database's.
+set_terminated), each through MLflow's ORM: 29-41 ms of server CPU per trial (docs/cluster.md),
+85.4 ms of platform time per trial against 6.6 ms straight into the server's PostgreSQL. The
+route ``run_writer.BATCH_ENDPOINT`` takes a whole batch (every run's id, tags, params, metrics,
+status, times and files) and writes it as the SQL route does (``run_writer.write_sql``: files
+first, then one transaction of bulk INSERTs through MLflow's models, the parent's status checked
+inside it): the same rows as the client's calls (tests/test_run_writer.py). The workers then
+need the server's address only, not the database's.
 
 ``mlflow server --app-name mtc`` serves it (``mtc-basic-auth``: behind MLflow's basic-auth app,
-which checks the route as it checks ``create_run``: a user who is not an admin needs the right to
-create runs in the experiment).
-A plain ``mlflow server`` has no such route: the client sees 404 and sends each run's requests
-(``run_writer.write_runs``).
+which checks the route as the calls it replaces: a user who is not an admin needs to be allowed
+to create runs in the experiment and to update them). The client chooses the run ids, so a
+request retried after a lost answer finds its runs written and writes nothing twice. The route
+writes files only into the server's own ``--artifacts-destination`` (experiments whose artifacts
+are served as ``mlflow-artifacts:/``), only on a SQL backend store and without workspaces;
+anything else is answered 501 and the client sends each run's requests instead, as it does to a
+plain ``mlflow server`` (404).
 """
 
 from __future__ import annotations
@@ -47,10 +50,10 @@ def served_app(auth: bool):
 
     if run_writer.BATCH_ENDPOINT not in {rule.rule for rule in app.url_map.iter_rules()}:
         app.add_url_rule(run_writer.BATCH_ENDPOINT, view_func=write_batch, methods=["POST"])
-    if auth:  # the route's check is create_run's: the sender may create runs in the experiment
+    if auth:
         from mlflow.server import auth as basic_auth
 
-        basic_auth.BEFORE_REQUEST_VALIDATORS[(run_writer.BATCH_ENDPOINT, "POST")] = basic_auth.validate_can_create_run
+        basic_auth.BEFORE_REQUEST_VALIDATORS[(run_writer.BATCH_ENDPOINT, "POST")] = may_write_runs
         return basic_auth.create_app(app)
     if _MLFLOW_SGI_NAME.get() == "uvicorn":
         from mlflow.server.fastapi_app import create_fastapi_app
@@ -59,45 +62,114 @@ def served_app(auth: bool):
     return app
 
 
+def may_write_runs() -> bool:
+    """The basic-auth app's check of the route for a user who is not an admin: what create_run
+    requires in the experiment, and what log_batch and set_terminated require of the new runs
+    (update on runs, from the experiment where no run grant says otherwise). Uses the app's
+    own requirement helpers (mlflow pinned to 3.17.2, pyproject.toml)."""
+    from mlflow.server import auth as basic_auth
+    from mlflow.server.auth.requirements import Requirement
+
+    experiment_id = basic_auth._get_request_param("experiment_id")
+    if not isinstance(experiment_id, str):  # grants match ids as text: 5 would miss a grant on "5"
+        return False
+    update_runs = Requirement(basic_auth.RESOURCE_TYPE_RUN, "*", "update",
+                              fallback_if_no_grant=((basic_auth.RESOURCE_TYPE_EXPERIMENT, experiment_id),))
+    return basic_auth._authorize_create_in_experiment(experiment_id, basic_auth.RESOURCE_TYPE_RUN, [update_runs])
+
+
 class BadBatch(ValueError):
     """A request body that is not a batch of runs."""
 
 
+class NotServed(Exception):
+    """A batch this server does not write itself (answered 501: the client sends each run's
+    requests instead)."""
+
+
 def write_batch():
     """POST ``{"experiment_id", "parent_id", "runs": [...]}`` (``run_writer.batch_payload``):
-    200 with the run ids in order; 409 when the parent is no longer RUNNING (nothing written);
-    400 for a malformed body or a parent of another experiment. Behind basic auth, MLflow's app
-    has answered 401/403 before this runs for a sender who may not create runs there."""
+    200 with the run ids (also when a retried request finds them written); 409 when the parent
+    is no longer RUNNING (nothing written); 400 for a malformed body, a parent that is not in
+    the experiment or an experiment that is not active; 501 for a batch the server does not
+    write (NotServed). Every answer carries ``run_writer.BATCH_HEADER``, so that the client can
+    tell it from a server without the route. Behind basic auth, MLflow's app has answered
+    401/403 before this runs for a sender who may not write these runs (may_write_runs)."""
     from flask import jsonify, request
     from mlflow.exceptions import MlflowException
     from mlflow.server import handlers
 
-    body = request.get_json(silent=True)
+    def answer(status: int, **body):
+        response = jsonify(**body)
+        response.status_code = status
+        response.headers[run_writer.BATCH_HEADER] = "1"
+        return response
+
     try:
-        experiment_id, parent_id, records = parsed_batch(body)
+        experiment_id, parent_id, ids, records = parsed_batch(request.get_json(silent=True))
+        store = handlers._get_tracking_store()
+        check_served(store)
+        experiment = store.get_experiment(experiment_id)
+        if experiment.lifecycle_stage != "active":
+            raise BadBatch(f"experiment {experiment_id} is {experiment.lifecycle_stage}")
+        parent = store.get_run(parent_id)
+        if parent.info.experiment_id != experiment_id:
+            raise BadBatch(f"parent run {parent_id} is not in experiment {experiment_id}")
+        if already_written(store, ids):
+            return answer(200, run_ids=ids)
+        if parent.info.status != "RUNNING":  # checked again inside the transaction; no files for nothing
+            raise run_writer.ParentClosed(f"parent run {parent_id} is {parent.info.status}")
+        ids = run_writer.write_sql(store, experiment_id, parent_id, records, upload=served_upload, ids=ids)
     except BadBatch as error:
-        return jsonify(error_code="INVALID_PARAMETER_VALUE", message=str(error)), 400
-    store = handlers._get_tracking_store()
-    try:
-        if store.get_run(parent_id).info.experiment_id != experiment_id:
-            return jsonify(error_code="INVALID_PARAMETER_VALUE",
-                           message=f"parent run {parent_id} is not in experiment {experiment_id}"), 400
-        ids = run_writer.write_sql(store, experiment_id, parent_id, records, upload=served_upload)
+        return answer(400, error_code="INVALID_PARAMETER_VALUE", message=str(error))
     except run_writer.ParentClosed as error:
-        return jsonify(error_code="PARENT_CLOSED", message=str(error)), 409
-    except NotServed as error:  # the client sends each run's requests instead
-        return jsonify(error_code="NOT_IMPLEMENTED", message=str(error)), 501
-    except OSError as error:  # the files (a full disk): not retried by the client, unlike a 500
-        return jsonify(error_code="INTERNAL_ERROR", message=full_disk(error) or f"{type(error).__name__}: {error}"), 507
-    except MlflowException as error:  # the database refused the rows
-        return jsonify(error_code=error.error_code, message=error.message), error.get_http_status_code()
-    return jsonify(run_ids=ids)
+        return answer(409, error_code="PARENT_CLOSED", message=str(error))
+    except NotServed as error:
+        return answer(501, error_code="NOT_IMPLEMENTED", message=str(error))
+    except OSError as error:  # the files (a full disk): 507, which the client does not retry, unlike a 500
+        return answer(507, error_code="INTERNAL_ERROR", message=full_disk(error) or f"{type(error).__name__}: {error}")
+    except MlflowException as error:  # a missing parent or experiment (400, not the 404 of a missing route)
+        status = error.get_http_status_code()
+        return answer(400 if status == 404 else status, error_code=error.error_code, message=error.message)
+    return answer(200, run_ids=ids)
 
 
-def parsed_batch(body) -> tuple[str, str, list[run_writer.RunRecord]]:
-    """(experiment id, parent id, records) of a request body; BadBatch when it is malformed."""
+def check_served(store) -> None:
+    """NotServed unless the backend store is SQL (run_writer.write_sql), workspaces are off
+    (their artifact folders are not the destination's) and the server serves artifacts."""
+    from mlflow.environment_variables import MLFLOW_ENABLE_WORKSPACES
+    from mlflow.server import ARTIFACTS_ONLY_ENV_VAR, SERVE_ARTIFACTS_ENV_VAR
+
+    if not hasattr(store, "ManagedSessionMaker"):
+        raise NotServed(f"the backend store is not a SQL database ({type(store).__name__})")
+    if MLFLOW_ENABLE_WORKSPACES.get():
+        raise NotServed("workspaces are enabled")
+    if os.environ.get(SERVE_ARTIFACTS_ENV_VAR) != "true" or os.environ.get(ARTIFACTS_ONLY_ENV_VAR) == "true":
+        raise NotServed("this server does not serve artifacts (--serve-artifacts), or serves only them")
+
+
+def already_written(store, ids: list[str]) -> bool:
+    """True when the batch's runs exist: the answer to an earlier sending of this request was
+    lost (the batch is one transaction, so its first run stands for all)."""
+    from mlflow.exceptions import MlflowException
+
     try:
-        experiment_id, parent_id = str(body["experiment_id"]), str(body["parent_id"])
+        store.get_run(ids[0])
+    except MlflowException:
+        return False
+    return True
+
+
+def parsed_batch(body) -> tuple[str, str, list[str], list[run_writer.RunRecord]]:
+    """(experiment id, parent id, run ids, records) of a request body; BadBatch when it is
+    malformed."""
+    try:
+        experiment_id, parent_id = body["experiment_id"], body["parent_id"]
+        if not isinstance(experiment_id, str) or not isinstance(parent_id, str):
+            raise TypeError("experiment_id and parent_id must be strings")
+        ids = [run["id"] for run in body["runs"]]
+        if not ids or not all(isinstance(i, str) and len(i) == 32 and i.isalnum() for i in ids):
+            raise ValueError("every run needs a 32-character id")
         records = [run_writer.RunRecord(
             str(run["name"]), {str(k): str(v) for k, v in run["tags"].items()},
             {str(k): str(v) for k, v in run["params"].items()},
@@ -108,16 +180,16 @@ def parsed_batch(body) -> tuple[str, str, list[run_writer.RunRecord]]:
         raise BadBatch(f"not a batch of runs ({type(error).__name__}: {error})") from None
     if any(record.status not in ("FINISHED", "FAILED") for record in records):
         raise BadBatch("a run's status must be FINISHED or FAILED")
-    return experiment_id, parent_id, records
+    return experiment_id, parent_id, ids, records
 
 
 def files_writer(files: dict):
-    """``write_files`` for a run's files sent as {relative path: base64}; a path that leaves
-    the run's folder (absolute, ``..``) or content that is not base64 is refused at once."""
+    """``write_files`` for a run's files sent as {relative path: base64}; a name that leaves the
+    run's folder (absolute, ``..``), holds a NUL, or content that is not base64 is refused."""
     decoded = {}
     for name, content in files.items():
         path = PurePosixPath(name)
-        if path.is_absolute() or not path.parts or ".." in path.parts:
+        if path.is_absolute() or not path.parts or ".." in path.parts or "\x00" in name:
             raise ValueError(f"file name {name!r} leaves the run's folder")
         try:
             decoded[path] = base64.b64decode(content, validate=True)
@@ -133,22 +205,17 @@ def files_writer(files: dict):
     return write_files
 
 
-class NotServed(Exception):
-    """A run's files belong in ``mlflow-artifacts:/`` but this server was started without
-    ``--serve-artifacts``."""
-
-
 def served_upload(artifact_uri: str, record: run_writer.RunRecord) -> None:
     """A run's files where the server keeps them: ``mlflow-artifacts:/<path>`` is ``<path>``
     under ``--artifacts-destination`` (as the server's artifact routes resolve it), written
-    there directly when it is a local folder; any other URI as a worker would write it
-    (run_writer.upload_files)."""
-    if urlparse(artifact_uri).scheme == "mlflow-artifacts":
-        from mlflow.server import ARTIFACTS_DESTINATION_ENV_VAR
-        from mlflow.utils.uri import append_to_uri_path
+    there directly when it is a local folder. The path comes from the experiment's artifact
+    location, which its creator chose: one that leaves the destination (``..``) or is not
+    served by this server (``file:``, ``s3:``, ...) is NotServed."""
+    from mlflow.server import ARTIFACTS_DESTINATION_ENV_VAR
+    from mlflow.utils.uri import append_to_uri_path
 
-        destination = os.environ.get(ARTIFACTS_DESTINATION_ENV_VAR)
-        if destination is None:
-            raise NotServed(f"{artifact_uri}: this server does not serve artifacts (--serve-artifacts)")
-        artifact_uri = append_to_uri_path(destination, urlparse(artifact_uri).path.lstrip("/"))
-    run_writer.upload_files(artifact_uri, record)
+    parsed = urlparse(artifact_uri)
+    relative = PurePosixPath(parsed.path.lstrip("/"))
+    if parsed.scheme != "mlflow-artifacts" or ".." in relative.parts or not relative.parts:
+        raise NotServed(f"{artifact_uri}: not a folder of this server's --artifacts-destination")
+    run_writer.upload_files(append_to_uri_path(os.environ[ARTIFACTS_DESTINATION_ENV_VAR], str(relative)), record)
