@@ -17,11 +17,16 @@ An iteration's time is (fit of 1 + m iterations - fit of 1 iteration) / m with t
 rule off, the seed-free steps (kernels, similarities, mSDA, k-means labels) kept in one Cache
 so that both fits share them. Families: MKC and S-MKC (K[:, t] Z^t per task), MBC and S-MBC
 (X M' and H'X per task, twice for S-MBC's two candidates), LSSMTC and All ASI with MALSAR's
-W step (X W, X'(Omega Y), X'(Omega P), X M_k, X W again; the eigen step under --asi), MTCFIR
+W step (X W, once: the last sweep's losses took it; X'(Omega Y), X'(Omega P) twice, X M_k;
+the eigen step under --asi), MTCFIR
 (SNMF on the consistent similarity: M Y, Y'Y, Y (Y'Y) per task), MTCMRL
 (benchmarks/mtcmrl_iteration.py's products).
 k-means and kernel k-means run library / restart loops (no iteration of ours to time);
 SMT-NMF has its own (benchmarks/smtnmf_iteration.py: W V).
+
+Fits run with freed memory kept for the next arrays, as every fit of mtc.trial.run_trial
+(mtc.numerics.heap); ``--glibc-defaults`` first leaves malloc as it is, for comparison, and
+``--only LSSMTC,All ASI`` times only the families whose labels start with those names.
 
     MTC_DATA_DIR=../shared/data python benchmarks/product_reference.py --asi [data]
 
@@ -101,8 +106,9 @@ def per_iteration(make, matrices, m: int) -> float:
     return (more - one) / m
 
 
-def families(matrices, ks, cache):
-    """(label, make(max_iter), products) for every family timed here."""
+def families(matrices, ks, cache, only=None):
+    """(label, make(max_iter), products) for every family timed here (``only``: the labels
+    that start with one of these names)."""
     import scipy.sparse as sp_
 
     from mtc.methods import MTCMRL
@@ -116,7 +122,7 @@ def families(matrices, ks, cache):
     N, d = sum(Xt.shape[0] for Xt in X), X[0].shape[1]
     c, l = max(ks), 8
     rows = []
-    if N <= 12000:  # the union kernel, N^2 doubles
+    if N <= 12000 and (only is None or any(name.endswith("MKC") for name in only)):  # the union kernel, N^2 doubles
         kernel = union_kernel(matrices)
         kernel_products = [Product(f"K[:, {t}] Z", kernel.K[:, slice(*kernel.spans[t])], k) for t, k in enumerate(ks)]
         rows += [("MKC", lambda it: MKC(tol=0.0, max_iter=it, cache=cache, n_clusters=ks, random_state=0),
@@ -127,7 +133,7 @@ def families(matrices, ks, cache):
     def mbc_products(count):
         return [p for Xt, k in zip(X, ks) for p in (Product("X M'", Xt, k, count), Product("H'X", Xt.T, k, count))]
 
-    lssmtc_products = [p for Xt in X for p in (Product("X W", Xt, l, 2), Product("X'(OY)", Xt.T, l),
+    lssmtc_products = [p for Xt in X for p in (Product("X W", Xt, l), Product("X'(OY)", Xt.T, l),
                                                Product("X'(OP)", Xt.T, c, 2), Product("X M_k", Xt, c))]
     common = dict(n_clusters=ks, random_state=0)
     rows += [("MBC", lambda it: MBC(tol=0.0, stopping="decrease", max_iter=it, **common), mbc_products(1)),
@@ -143,7 +149,7 @@ def families(matrices, ks, cache):
     if d <= 5000:  # mSDA solves d x d systems
         rows.append(("MTCFIR", lambda it: MTCFIR(tol=0.0, max_iter=it, cache=cache, **common), None))
     rows.append(("MTCMRL", lambda it: MTCMRL(tol=0.0, max_iter=it, cache=cache, **common), None))
-    return rows
+    return [row for row in rows if only is None or row[0].startswith(tuple(only))]
 
 
 def late_products(label, cache, matrices, ks):
@@ -175,22 +181,26 @@ def snmf_per_iteration(cache, ks, m: int) -> float:
     return total
 
 
-def main(names, m: int = 10):
+def main(names, m: int = 10, keep_heap: bool = True, only=None):
     import sys as _sys
 
     from threadpoolctl import threadpool_limits
 
     from mtc.cli import configured_dataset
     from mtc.numerics.cache import Cache
+    from mtc.numerics.heap import keep_freed_memory
 
     _sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    heap = "freed memory kept" if keep_heap and keep_freed_memory() else "glibc's malloc defaults"
     for name in names:
         dataset = configured_dataset(name)
         matrices, ks = dataset.matrices, dataset.n_clusters
-        print(f"{name}: tasks {[X.shape for X in matrices]}, clusters {ks}, {m} timed iterations, one thread")
+        print(f"{name}: tasks {[X.shape for X in matrices]}, clusters {ks}, {m} timed iterations, one thread, "
+              f"{heap}")
         cache = Cache(size=4)
+        rows = families(matrices, ks, cache, only)  # imports the solvers: a BLAS loaded inside the limit would escape it
         with threadpool_limits(1):
-            for label, make, products in families(matrices, ks, cache):
+            for label, make, products in rows:
                 seconds = per_iteration(make, matrices, m)
                 if label == "MTCFIR":  # hashing the mSDA features per fit outweighs 10 SNMF iterations
                     seconds = snmf_per_iteration(cache, ks, m)
@@ -230,4 +240,8 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--asi"]:
         asi_routes(*sys.argv[2:3])
     else:
-        main(sys.argv[1:] or ["reuters"])
+        arguments = sys.argv[1:]
+        only = arguments.pop(arguments.index("--only") + 1).split(",") if "--only" in arguments else None
+        defaults = "--glibc-defaults" in arguments
+        names = [name for name in arguments if name not in ("--glibc-defaults", "--only")]
+        main(names or ["reuters"], keep_heap=not defaults, only=only)

@@ -15,6 +15,7 @@ from mtc.config import RESERVED_PARAMS, Trial
 from mtc.methods.base import MultiTaskClusterer
 from mtc.metrics import METRIC_NAMES, clusters_in_class_order, score_task
 from mtc.numerics.cache import Cache
+from mtc.numerics.heap import keep_freed_memory
 from mtc.record import LabelledMatrix
 from mtc.tasks import MultiTaskDataset
 
@@ -176,7 +177,9 @@ def trial_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | Non
 def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None
               ) -> TrialOutcome:
     """Fit one (grid point, seed) and score it; solvers with a ``cache`` parameter keep their
-    seed-independent steps in ``cache`` (None: computed afresh, the same result to the bit)."""
+    seed-independent steps in ``cache`` (None: computed afresh, the same result to the bit).
+    Freed memory is kept for the next arrays from here on (mtc.numerics.heap)."""
+    keep_freed_memory()
     solver = trial_solver(prototype, trial, cache)
     start = time.perf_counter()
     solver.fit(dataset.matrices)

@@ -2,8 +2,12 @@
 small data: the same iterates, objective traces and labels (bit for bit where the fast route
 only stops recomputing what cannot change, to 1e-10 where it reorders a sum)."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.sparse as sp
 
 from mtc.data.synthetic import make_synthetic
@@ -170,6 +174,31 @@ def test_malsar_w_step_in_place_is_the_formula_written_out_to_the_bit(sparse_tas
     assert fast.W_.tobytes() == literal.W_.tobytes()  # the bits, signed zeros included
 
 
+@pytest.mark.parametrize("make", [lambda: LSSMTC(n_clusters=3, n_components=4, lambda_=0.6, max_iter=20,
+                                                 stopping="none", random_state=2),
+                                  lambda: SPMTCh(n_clusters=3, n_components=4, lambda_=0.6, warm_start_iter=5,
+                                                 round_max_iter=10, random_state=2),
+                                  lambda: PooledASI(n_clusters=3, n_components=4, w_update="eigen", max_iter=20,
+                                                    stopping="none", random_state=2)],
+                         ids=["lssmtc", "spmtc", "all-asi-eigen"])
+def test_x_w_kept_from_the_last_sweeps_losses_gives_the_iterates_of_taking_it_again(sparse_tasks, monkeypatch, make):
+    kept = make().fit(sparse_tasks)
+    iterate = LSSMTC._iterate
+
+    def taking_x_w_again(self, frozen=None):
+        self._Y_of = None
+        return iterate(self, frozen)
+
+    monkeypatch.setattr(LSSMTC, "_iterate", taking_x_w_again)
+    again = make().fit(sparse_tasks)
+    assert kept.n_iter_ == again.n_iter_ > 5
+    assert_identical(kept, again)
+    if hasattr(kept, "W_"):  # (All ASI keeps its pooled fit's labels and traces)
+        assert kept.W_.tobytes() == again.W_.tobytes()
+        for a, b in zip(kept.P_, again.P_):
+            assert a.tobytes() == b.tobytes()
+
+
 # --- MBC: H'X by one bincount over the stored entries (Eq. 3) -----------------------------
 def test_cluster_sums_are_the_sparse_product_to_the_bit():
     from mtc.methods.mbc import cluster_sums
@@ -236,3 +265,64 @@ def test_mbc_iterates_are_unchanged_by_the_bincount_sums(monkeypatch):
     np.testing.assert_array_equal(fast.objective_trace_, literal.objective_trace_)
     for a, b in zip(fast.centroids_, literal.centroids_):
         np.testing.assert_array_equal(a, b)
+
+
+# --- freed memory kept for the next arrays (mtc.numerics.heap) ---------------------------
+PAGE_FAULTS_OF_TEMPORARIES = """
+import resource, sys
+import subprocess
+import sys
+
+import numpy as np
+from mtc.numerics.heap import keep_freed_memory
+kept = keep_freed_memory() if sys.argv[1] == "kept" else None
+D = np.random.default_rng(0).standard_normal((40_674, 8))  # LSSMTC's d x l on NG1
+for _ in range(3):
+    magnitude = np.abs(D); positive = magnitude + D  # two temporaries alive at once, then freed
+del magnitude, positive
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    magnitude = np.abs(D); positive = magnitude + D
+    del magnitude, positive
+print(kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def test_kept_freed_memory_spares_each_iterations_temporaries_their_page_faults():
+    faults = {}
+    for mode in ("kept", "defaults"):
+        answer = subprocess.run([sys.executable, "-c", PAGE_FAULTS_OF_TEMPORARIES, mode], capture_output=True,
+                                text=True, check=True).stdout.split()
+        faults[mode] = int(answer[1])
+        if mode == "kept":
+            assert answer[0] == "True"  # glibc's mallopt took both thresholds
+    # glibc's defaults give two 2.6 MB temporaries back to the system at every free (about 1,270
+    # pages to fault in again per round); kept, the heap serves them
+    assert faults["defaults"] > 20 * 600
+    assert faults["kept"] < 100, faults
+
+
+def test_every_fit_of_the_platform_keeps_freed_memory(monkeypatch):
+    from mtc import trial
+    from mtc.numerics import heap
+
+    calls = []
+    monkeypatch.setattr(trial, "keep_freed_memory", lambda: calls.append(1) or True)
+    dataset = make_synthetic(n_tasks=2, n_clusters=2, samples_per_cluster=10, seed=0)
+    trial.run_trial(dataset, MKC(n_clusters=2, max_iter=3), trial.Trial({}, 0), cache=None)
+    assert calls == [1]
+    assert heap.keep_freed_memory() is True  # this process: glibc's mallopt accepted both
+
+
+@pytest.mark.parametrize("c, columns, order", [(3, 40_674, "F"), (3, 40_674, "C"), (4, 8, "C"), (2, 5, "F")])
+def test_gram_solves_by_cholesky_are_scipys_positive_definite_solve_to_the_bit(c, columns, order):
+    from mtc.methods.spmtc import _solve_gram
+
+    rng = np.random.default_rng(c + columns)
+    P = rng.random((200, c))
+    B = np.asarray(rng.standard_normal((c, columns)), order=order)
+    fallbacks = []
+    np.testing.assert_array_equal(_solve_gram(P.T @ P, B, fallbacks), scipy.linalg.solve(P.T @ P, B, assume_a="pos"))
+    P[:, -1] = 0.0  # a cluster column died out: singular, lstsq, counted
+    np.testing.assert_array_equal(_solve_gram(P.T @ P, B, fallbacks), np.linalg.lstsq(P.T @ P, B, rcond=None)[0])
+    assert fallbacks == [1]

@@ -164,14 +164,14 @@ def transport(G: dict, n_clusters: list) -> tuple[dict, float]:
     return plans, total
 
 
-def candidate(t, Z, KZ, kernel, F, G, plans, coef, kappa) -> tuple:
+def candidate(t, Z, KZ, kernel, trace_K, F, G, plans, coef, kappa) -> tuple:
     """Steps 4-6 (steps 7-9 with coef = kappa = 0) of Algorithm 2 for task t: the centroid
-    state (Eq. 14-15), then Z by Eq. 19, then L^t by Eq. 22. Returns (F^(.,t), {s: G^(s,t)},
-    G^(t,t), Z, L^t)."""
+    state (Eq. 14-15), then Z by Eq. 19, then L^t by Eq. 22 (trace_K = tr K^tt). Returns
+    (F^(.,t), {s: G^(s,t)}, G^(t,t), Z, L^t)."""
     F_t, G_col, G_tt = centroid_state(t, Z, KZ, kernel, F, G, plans, coef, kappa)
     A = F_t[kernel.rows[t]]
     Z_new = semi_nmf_step(Z, A, G_tt)
-    return F_t, G_col, G_tt, Z_new, local_loss(kernel.task_trace(t), A, G_tt, Z_new)
+    return F_t, G_col, G_tt, Z_new, local_loss(trace_K, A, G_tt, Z_new)
 
 
 class MKC(MultiTaskClusterer):
@@ -322,7 +322,8 @@ class MKC(MultiTaskClusterer):
                 G[(s, t)] = right_solve(F[t][kernel.rows[s]].T @ Z[s] / Z[s].shape[0], D_s).T
                 G[(t, s)] = G[(s, t)].T
             G[(s, s)] = (G[(s, s)] + G[(s, s)].T) / 2.0
-        local = [local_loss(kernel.task_trace(t), F[t][kernel.rows[t]], G[(t, t)], Z[t]) for t in range(T)]
+        traces_K = [kernel.task_trace(t) for t in range(T)]  # once: each is a strided read of K's diagonal
+        local = [local_loss(traces_K[t], F[t][kernel.rows[t]], G[(t, t)], Z[t]) for t in range(T)]
         plans, emd_total = transport(G, n_clusters)
         eq10 = [sum(local) + coef * emd_total]
         local_trace, branches, gaps = [list(local)], [], []
@@ -333,11 +334,11 @@ class MKC(MultiTaskClusterer):
             if iteration:  # K[:, t] Z^t for every t at once: Z^t changes only in task t's own step below
                 KZ = self._kernel_products(kernel, Z)
             for t in range(T):
-                chosen = candidate(t, Z[t], KZ[t], kernel, F, G, plans, coef, kappa)  # steps 4-6 (Eq. 14-15, 19)
+                chosen = candidate(t, Z[t], KZ[t], kernel, traces_K[t], F, G, plans, coef, kappa)  # steps 4-6 (Eq. 14-15, 19)
                 if smart:
                     Z_start = chosen[3] if sequential else Z[t]
                     KZ_start = kernel.times(t, Z_start) if sequential else KZ[t]
-                    single = candidate(t, Z_start, KZ_start, kernel, F, G, plans, 0.0, 0.0)  # steps 7-9
+                    single = candidate(t, Z_start, KZ_start, kernel, traces_K[t], F, G, plans, 0.0, 0.0)  # steps 7-9
                     gap.append(chosen[4] - single[4])
                     kept.append(1.0 if chosen[4] <= single[4] else 0.0)  # steps 10-14, ties to multi-task
                     if not kept[-1]:
