@@ -326,3 +326,39 @@ def test_gram_solves_by_cholesky_are_scipys_positive_definite_solve_to_the_bit(c
     P[:, -1] = 0.0  # a cluster column died out: singular, lstsq, counted
     np.testing.assert_array_equal(_solve_gram(P.T @ P, B, fallbacks), np.linalg.lstsq(P.T @ P, B, rcond=None)[0])
     assert fallbacks == [1]
+
+
+@pytest.mark.parametrize("c, rows, order", [(3, 40_674, "C"), (3, 500, "F"), (4, 8, "C")])
+def test_gram_solves_from_the_right_are_the_transposed_left_solves(c, rows, order):
+    from mtc.methods.spmtc import _solve_gram, _solve_gram_rows
+
+    rng = np.random.default_rng(c + rows)
+    P = rng.random((200, c))
+    R = np.asarray(rng.standard_normal((rows, c)), order=order)
+    fallbacks = []
+    np.testing.assert_allclose(_solve_gram_rows(P.T @ P, R, fallbacks), _solve_gram(P.T @ P, R.T, fallbacks).T,
+                               rtol=1e-13, atol=1e-15)
+    P[:, 0] = 0.0  # singular: lstsq, counted
+    np.testing.assert_allclose(_solve_gram_rows(P.T @ P, R, fallbacks), _solve_gram(P.T @ P, R.T, fallbacks).T,
+                               rtol=1e-13, atol=1e-15)
+    assert fallbacks == [1, 1]
+    R[1, 1] = np.nan
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        _solve_gram_rows(rng.random((c, c)) + c * np.eye(c), R, [])
+
+
+@pytest.mark.parametrize("make", [lambda: LSSMTC(n_clusters=3, n_components=4, lambda_=0.6, max_iter=20,
+                                                 stopping="none", random_state=2),
+                                  lambda: SPMTCh(n_clusters=3, n_components=4, lambda_=0.6, warm_start_iter=5,
+                                                 round_max_iter=10, random_state=2)], ids=["lssmtc", "spmtc"])
+def test_lssmtc_with_right_solves_gives_the_left_solves_iterates(sparse_tasks, monkeypatch, make):
+    import mtc.methods.spmtc as spmtc
+
+    right = make().fit(sparse_tasks)
+    monkeypatch.setattr(spmtc, "_solve_gram_rows", lambda G, R, fallbacks: spmtc._solve_gram(G, R.T, fallbacks).T)
+    left = make().fit(sparse_tasks)
+    assert right.n_iter_ == left.n_iter_
+    np.testing.assert_allclose(right.objective_trace_, left.objective_trace_, rtol=1e-12)
+    np.testing.assert_allclose(right.W_, left.W_, rtol=1e-10, atol=1e-12)
+    for a, b in zip(right.labels_, left.labels_):
+        np.testing.assert_array_equal(a, b)
