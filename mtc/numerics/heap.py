@@ -4,12 +4,15 @@ A solver's iteration allocates its temporaries afresh. With glibc's defaults an 
 the mmap threshold (128 KiB at first, raised to the size of the largest such array freed) is
 mapped from the kernel, and freed memory at the heap's top beyond the trim threshold (twice
 that) is given back, so each iteration's new arrays take a page fault per 4 KiB page on first
-touch. On the 2-core VM here that costs more than the arithmetic on them: two live 40,674 x 8
-temporaries (LSSMTC's W step on NG1) took 4.4 ms to form against 0.18 ms with the memory
-kept, and an LSSMTC iteration on NG1 23-33 ms of CPU against 16-17 ms (docs/results/README.md,
-"Hot spots"). ``keep_freed_memory`` serves arrays up to MMAP_THRESHOLD from the heap and keeps
+touch. On the 2-core VM here that costs more than the arithmetic on them: twenty rounds of
+two live 40,674 x 8 temporaries (LSSMTC's W step on NG1) took 24,780 minor page faults, none
+with the memory kept (tests/test_hotspots.py), and an LSSMTC iteration on NG1 from a fresh
+process 23.1-23.4 ms of CPU against 14.4-16.6 ms (docs/results/README.md, "Hot spots"); a
+process that has already freed a larger array has a raised threshold and gains nothing.
+``keep_freed_memory`` serves arrays up to MMAP_THRESHOLD from the heap and keeps
 up to TRIM_THRESHOLD of freed heap for reuse: the same operations, the same bits, fewer page
-faults; a process's resident memory stays near its peak instead of falling between arrays.
+faults. The price: a process keeps up to 256 MiB of freed heap resident between fits (larger
+arrays are still mapped and given back at their free).
 
 ``mtc.trial.run_trial`` (every fit of ``mtc.run``, of a sweep's workers and of the benchmarks
 that fit as sweeps do) calls it; a notebook may call it once itself.
