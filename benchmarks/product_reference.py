@@ -122,7 +122,11 @@ def families(matrices, ks, cache, only=None):
     N, d = sum(Xt.shape[0] for Xt in X), X[0].shape[1]
     c, l = max(ks), 8
     rows = []
-    if N <= 12000 and (only is None or any(name.endswith("MKC") for name in only)):  # the union kernel, N^2 doubles
+
+    def wanted(label: str) -> bool:
+        return only is None or label.startswith(tuple(only))
+
+    if N <= 12000 and (wanted("MKC") or wanted("S-MKC")):  # the union kernel, N^2 doubles
         kernel = union_kernel(matrices)
         kernel_products = [Product(f"K[:, {t}] Z", kernel.K[:, slice(*kernel.spans[t])], k) for t, k in enumerate(ks)]
         rows += [("MKC", lambda it: MKC(tol=0.0, max_iter=it, cache=cache, n_clusters=ks, random_state=0),
@@ -149,7 +153,7 @@ def families(matrices, ks, cache, only=None):
     if d <= 5000:  # mSDA solves d x d systems
         rows.append(("MTCFIR", lambda it: MTCFIR(tol=0.0, max_iter=it, cache=cache, **common), None))
     rows.append(("MTCMRL", lambda it: MTCMRL(tol=0.0, max_iter=it, cache=cache, **common), None))
-    return [row for row in rows if only is None or row[0].startswith(tuple(only))]
+    return [row for row in rows if wanted(row[0])]
 
 
 def late_products(label, cache, matrices, ks):
