@@ -362,3 +362,34 @@ def test_lssmtc_with_right_solves_gives_the_left_solves_iterates(sparse_tasks, m
     np.testing.assert_allclose(right.W_, left.W_, rtol=1e-10, atol=1e-12)
     for a, b in zip(right.labels_, left.labels_):
         np.testing.assert_array_equal(a, b)
+
+
+# --- SNMF on the cosine of dense rows (MTCFIR-nI): one pass over N per iteration ----------
+@pytest.mark.parametrize("rule", ["sqrt", "plain", "damped", "quarter"])
+@pytest.mark.parametrize("shift, clipped", [(3.0, False), (1.5, True)], ids=["no-correction", "correction"])
+def test_one_pass_snmf_gives_the_two_product_iterates(monkeypatch, rule, shift, clipped):
+    """iterate_one_pass (blocks of 17 rows here, the last one shorter) against ``iterate``
+    with M Y = N (N'Y) + R Y: the same iterates, trace and labels to 1e-10 over 150
+    iterations, with and without the clipped part R; snmf takes it for a CosineProduct of
+    dense rows."""
+    import mtc.numerics.snmf as snmf_module
+    from mtc.numerics.affinity import CosineProduct, cosine_operator
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(203, 6)) + shift
+    M = cosine_operator(X)
+    assert isinstance(M, CosineProduct) and (M.correction is not None) == clipped
+    monkeypatch.setattr(snmf_module, "PASS_BLOCK_BYTES", 8 * 6 * 17)
+    taken = []
+    one_pass = snmf_module.iterate_one_pass
+    monkeypatch.setattr(snmf_module, "iterate_one_pass", lambda *a, **k: taken.append(1) or one_pass(*a, **k))
+    Y0 = rng.random((203, 4)) + 0.2
+    Y_fast, fast = snmf_module.snmf(M, Y0, update=rule, tol=0, max_iter=150)
+    Y_slow, slow = snmf_module.iterate(M, Y0, M @ Y0, M.squared_norm(),
+                                       lambda Y, MY: snmf_module.snmf_step(Y, MY, rule), "relative", 0, 150)
+    assert taken == [1] and fast.n_iter == slow.n_iter == 150
+    np.testing.assert_allclose(Y_fast, Y_slow, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fast.trace, slow.trace, rtol=1e-10)
+    np.testing.assert_array_equal(fast.labels, slow.labels)
+    assert np.max(np.abs(np.diff(fast.trace))) > 0  # the iterates moved
+
