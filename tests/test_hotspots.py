@@ -393,3 +393,46 @@ def test_one_pass_snmf_gives_the_two_product_iterates(monkeypatch, rule, shift, 
     np.testing.assert_array_equal(fast.labels, slow.labels)
     assert np.max(np.abs(np.diff(fast.trace))) > 0  # the iterates moved
 
+
+# --- MTCFIR-nR: no relation matrices where the distances come from the features -----------
+def test_mtcfir_nr_skips_the_relations_its_distances_do_not_read(monkeypatch):
+    """With features narrower than all tasks' samples (Handdigits after mSDA) the distances
+    come from the features and every alpha is 1, so MTCFIR-nR computes no V^(ts): the same
+    similarities, bit for bit, as the distances from the relations' route-free call; MTCFIR
+    with learned weights still needs them."""
+    import mtc.methods.mtcfir as mtcfir
+    from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
+                                                    rescale_and_symmetrise)
+
+    data = make_synthetic(n_tasks=2, n_clusters=3, n_features=5, support=3, samples_per_cluster=15, seed=4)
+    features, neighbours = [np.abs(X) for X in data.matrices], [5, 5]
+    expected = [mtcfir.sparse_if_sparser(rescale_and_symmetrise(adaptive_neighbours(A, l)))
+                for A, l in zip(distance_matrices(features, relation_matrices(features), np.ones((2, 2))), neighbours)]
+
+    def refused(_):
+        raise AssertionError("relation matrices computed")
+
+    monkeypatch.setattr(mtcfir, "relation_matrices", refused)
+    alpha, similarities = mtcfir.MTCFIRnR()._similarity_step(features, neighbours)
+    np.testing.assert_array_equal(alpha, np.ones((2, 2)))
+    for got, want in zip(similarities, expected):
+        np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got,
+                                      want.toarray() if sp.issparse(want) else want)
+    with pytest.raises(AssertionError, match="relation matrices computed"):
+        mtcfir.MTCFIR()._similarity_step(features, neighbours)
+
+
+def test_task_weights_threshold_is_the_literal_column_sort():
+    """Eq. 20's eps^t: the median over columns of the (l+1)-th largest entry of each column of
+    V^(tt), here from a partition of the transposed copy, against sorting every column (an
+    asymmetric V^(tt), so rows and columns differ)."""
+    from mtc.numerics.consistent_similarity import task_weights
+
+    rng = np.random.default_rng(5)
+    relations = {(t, s): rng.random((30 + 5 * t, 30 + 5 * s)) for t in range(2) for s in range(2)}
+    alpha = task_weights(relations, [4, 7])
+    for t, l in enumerate([4, 7]):
+        descending = -np.sort(-relations[(t, t)], axis=0)
+        threshold = np.median(descending[l])
+        for s in range(2):
+            assert alpha[t, s] == np.count_nonzero(relations[(t, s)] >= threshold) / relations[(t, s)].size
