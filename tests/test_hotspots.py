@@ -436,3 +436,52 @@ def test_task_weights_threshold_is_the_literal_column_sort():
         threshold = np.median(descending[l])
         for s in range(2):
             assert alpha[t, s] == np.count_nonzero(relations[(t, s)] >= threshold) / relations[(t, s)].size
+
+
+# --- MBC / S-MBC: X M' by one sparse matrix-vector product per centroid -------------------
+@pytest.mark.parametrize("centroids", [1, 3, 16])
+def test_sparse_times_rows_gives_the_multivector_products_bits(centroids):
+    """squared_distances(X, M) of CSR rows and a few dense centroids takes one csr matvec
+    per centroid: the same bits as scipy's X @ M' (a float32 X too), and the same distances."""
+    from mtc.numerics.affinity import row_norms_sq, sparse_times_rows, squared_distances
+
+    rng = np.random.default_rng(centroids)
+    X = sp.random(300, 500, density=0.05, format="csr", random_state=centroids)
+    M = rng.random((centroids, 500))
+    np.testing.assert_array_equal(sparse_times_rows(X, M), X @ M.T)
+    np.testing.assert_array_equal(sparse_times_rows(X.astype(np.float32), M), X.astype(np.float32) @ M.T)
+    expected = np.maximum(row_norms_sq(X)[:, None] + row_norms_sq(M)[None, :] - 2.0 * (X @ M.T), 0.0)
+    np.testing.assert_array_equal(squared_distances(X, M), expected)
+
+
+def test_mbc_fits_are_the_same_bits_with_the_multivector_product(sparse_tasks, monkeypatch):
+    """S-MBC's whole fit with scipy's X @ M' swapped back in: the same traces and labels, bit for bit."""
+    import mtc.numerics.affinity as affinity
+    from mtc.methods.mbc import MBC
+
+    def fit():
+        return MBC(n_clusters=3, smart=True, max_iter=30, tol=0, random_state=1).fit(sparse_tasks)
+
+    fast = fit()
+    monkeypatch.setattr(affinity, "sparse_times_rows", lambda A, B: np.asarray(A @ B.T))
+    slow = fit()
+    np.testing.assert_array_equal(fast.objective_trace_, slow.objective_trace_)
+    for a, b in zip(fast.labels_, slow.labels_):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 3), (16, 10)])
+def test_emd_without_centred_duals_gives_pots_default_plan(shape):
+    """transport.emd skips POT's centring of the duals it does not use: the plan and cost of
+    ot.emd's defaults, bit for bit (a tie-heavy integer cost too)."""
+    import ot
+
+    from mtc.numerics.transport import cluster_marginal, emd
+
+    rng = np.random.default_rng(shape[0])
+    a, b = cluster_marginal(None, shape[0], "uniform"), cluster_marginal(None, shape[1], "uniform")
+    for cost in (rng.random(shape), rng.integers(0, 3, shape).astype(float)):
+        plan, value = emd(cost, a, b)
+        default = ot.emd(a, b, np.ascontiguousarray(cost), numItermax=1_000_000)
+        np.testing.assert_array_equal(plan, default)
+        assert value == float(np.sum(default * cost))

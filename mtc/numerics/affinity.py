@@ -18,12 +18,29 @@ def row_norms_sq(X) -> np.ndarray:
     return np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.sum(X * X, axis=1)
 
 
+MATVEC_ROWS = 64  # a sparse A times at most this many dense rows b_j: one A b_j per row
+
+
+def sparse_times_rows(A, B: np.ndarray) -> np.ndarray:
+    """A B' for a CSR A and a dense B of few rows (centroids), one sparse matrix-vector
+    product per row of B into its column: scipy's A @ B' first copies B' (d x m, strided)
+    into C order and runs its multi-vector kernel, 0.59 ms on an NG1 task (40,674 terms, 3
+    centroids) against 0.28 ms this way. Both kernels add a_ik b_jk in the stored order of
+    row i from zero, so the same bits (tests/test_hotspots.py)."""
+    out = np.empty((A.shape[0], B.shape[0]), dtype=np.result_type(A.dtype, B.dtype))
+    for j, row in enumerate(B):  # the rows of B (clusters), not samples
+        out[:, j] = A @ row
+    return out
+
+
 def squared_distances(A, B: np.ndarray | None = None, a_sq: np.ndarray | None = None) -> np.ndarray:
     """||a_i - b_j||^2 between the rows of A (dense or sparse) and of B (B = A when omitted),
     clipped at 0; ``a_sq`` are A's squared row norms when already known."""
     a2 = row_norms_sq(A) if a_sq is None else a_sq
     if B is None:  # A A': by row blocks above SYRK_ROWS dense rows (mtc.numerics.linalg.dense_gram)
         products, b2 = self_gram(A), a2
+    elif sp.issparse(A) and A.format == "csr" and isinstance(B, np.ndarray) and B.ndim == 2 and B.shape[0] <= MATVEC_ROWS:
+        products, b2 = sparse_times_rows(A, B), row_norms_sq(B)
     else:
         products, b2 = np.asarray(A @ B.T), row_norms_sq(B)
     return np.maximum(a2[:, None] + b2[None, :] - 2.0 * products, 0.0)
