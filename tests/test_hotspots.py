@@ -485,3 +485,20 @@ def test_emd_without_centred_duals_gives_pots_default_plan(shape):
         default = ot.emd(a, b, np.ascontiguousarray(cost), numItermax=1_000_000)
         np.testing.assert_array_equal(plan, default)
         assert value == float(np.sum(default * cost))
+
+
+def test_one_pass_snmf_from_an_integer_start_computes_in_floats():
+    """An integer one-hot start: the one-pass route's iterates are floats, as the two-product
+    route's (its updates promote), not truncated to the start's dtype."""
+    import mtc.numerics.snmf as snmf_module
+    from mtc.numerics.affinity import cosine_operator
+
+    rng = np.random.default_rng(8)
+    M = cosine_operator(rng.normal(size=(120, 5)) + 3.0)
+    Y0 = np.eye(3, dtype=np.int64)[rng.integers(3, size=120)] + 1
+    Y_fast, fast = snmf_module.snmf(M, Y0, update="sqrt", tol=0, max_iter=20)
+    Y_slow, slow = snmf_module.iterate(M, Y0, M @ Y0, M.squared_norm(),
+                                       lambda Y, MY: snmf_module.snmf_step(Y, MY, "sqrt"), "relative", 0, 20)
+    assert Y_fast.dtype == np.float64
+    np.testing.assert_allclose(Y_fast, Y_slow, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fast.trace, slow.trace, rtol=1e-10)

@@ -18,7 +18,13 @@ def row_norms_sq(X) -> np.ndarray:
     return np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.sum(X * X, axis=1)
 
 
-MATVEC_ROWS = 64  # a sparse A times at most this many dense rows b_j: one A b_j per row
+# A CSR A times the rows of a dense B one matvec per row while B has at most MATVEC_ROWS rows
+# and A's stored entries times them stay under MATVEC_WORK (A is read once per row of B: it must
+# stay in cache). One thread, A @ B' against one matvec per row: NG1's last task (114,152
+# stored entries) 0.57 / 0.29 ms at 3 rows, 0.57 / 0.37 at 4, 0.64 / 0.79 at 8; NG3's
+# (634,957) 2.48 / 1.19 ms at 2 rows, 2.81 / 3.15 at 3.
+MATVEC_ROWS = 4
+MATVEC_WORK = 1_500_000
 
 
 def sparse_times_rows(A, B: np.ndarray) -> np.ndarray:
@@ -39,7 +45,8 @@ def squared_distances(A, B: np.ndarray | None = None, a_sq: np.ndarray | None = 
     a2 = row_norms_sq(A) if a_sq is None else a_sq
     if B is None:  # A A': by row blocks above SYRK_ROWS dense rows (mtc.numerics.linalg.dense_gram)
         products, b2 = self_gram(A), a2
-    elif sp.issparse(A) and A.format == "csr" and isinstance(B, np.ndarray) and B.ndim == 2 and B.shape[0] <= MATVEC_ROWS:
+    elif (sp.issparse(A) and A.format == "csr" and isinstance(B, np.ndarray) and B.ndim == 2
+          and B.shape[0] <= MATVEC_ROWS and A.nnz * B.shape[0] <= MATVEC_WORK):
         products, b2 = sparse_times_rows(A, B), row_norms_sq(B)
     else:
         products, b2 = np.asarray(A @ B.T), row_norms_sq(B)
@@ -109,7 +116,7 @@ class CosineProduct:
 # much as the dense M Y. Handdigits' 5,000 x 1,024 mSDA features, one thread, k = 10: dense M Y
 # 40-43 ms; R Y 0.9 ms at a 1 % share, 6.4 ms at 7.2 %, 8.0 ms at 7.9 %, 16.5 ms at 18.8 %; N (N'Y)
 # 17-21 ms, or 7-8 ms in SNMF's one pass (mtc.numerics.snmf.iterate_one_pass). R at 20 % holds
-# 12 bytes x 0.2 n^2, under a third of the dense matrix.
+# 12 bytes x 0.2 n^2, 30 % of the dense matrix's bytes, 60 % while its row blocks are stacked.
 MAX_NEGATIVE_SHARE = 0.2
 
 
@@ -125,10 +132,10 @@ def clipped_part(N, max_share: float | None = None):
     parts, total, kept = [], 0.0, 0
     for start in range(0, n, rows):  # n / rows blocks, each vectorised
         C = as_dense(N[start:start + rows] @ N.T)
-        parts.append(sp.csr_matrix(np.maximum(-C, 0.0)))
-        kept += parts[-1].nnz
-        if max_share is not None and kept > max_share * n * n:
+        kept += int(np.count_nonzero(C < 0))
+        if max_share is not None and kept > max_share * n * n:  # given up before building the block
             return None
+        parts.append(sp.csr_matrix(np.maximum(-C, 0.0)))
         np.maximum(C, 0.0, out=C)
         total += float(np.sum(C * C))
     R = sp.vstack(parts, format="csr")

@@ -128,6 +128,7 @@ def iterate_one_pass(M, Y, rule: str, stopping: str, tol: float, max_iter: int) 
     reads N twice (41 MB, more than the L3) in 17-21 ms, one pass 7-8 ms (one thread;
     benchmarks/mtcfir_steps.py prints both)."""
     N, R = M.N, M.correction
+    Y = np.asarray(Y, dtype=np.float64)  # as ``iterate``'s updates, whatever the start's dtype
     n, d = N.shape
     rows = max(1, PASS_BLOCK_BYTES // (8 * d))
     starts = range(0, n, rows)  # blocks of rows, not single samples
