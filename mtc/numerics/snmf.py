@@ -99,18 +99,29 @@ def snmf_hals(M, H, *, stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.
     return iterate(M, H, MH, M_sq, advance, stopping, tol, max_iter)
 
 
-def iterate(M, Y, MY, M_sq: float, advance, stopping: str, tol: float, max_iter: int) -> tuple[np.ndarray, SingleFit]:
-    """Y <- advance(Y, M Y) until the stopping rule holds on ||M - YY^T||_F^2 or max_iter."""
-    trace = [snmf_objective(M, Y, MY, M_sq)]
+def descend(state: tuple, step, objective, stopping: str, tol: float, max_iter: int) -> tuple[np.ndarray, SingleFit]:
+    """state <- step(state) until the stopping rule holds on objective(state) or max_iter;
+    state[0] is Y (the rest: the products an iteration carries to the next)."""
+    trace = [objective(state)]
     converged = False
     for _ in range(max_iter):
-        Y = advance(Y, MY)
-        MY = M @ Y
-        trace.append(snmf_objective(M, Y, MY, M_sq))
+        state = step(state)
+        trace.append(objective(state))
         if has_converged(trace[-2], trace[-1], stopping, tol):
             converged = True
             break
+    Y = state[0]
     return Y, SingleFit(np.argmax(Y, axis=1), np.array(trace), len(trace) - 1, converged)
+
+
+def iterate(M, Y, MY, M_sq: float, advance, stopping: str, tol: float, max_iter: int) -> tuple[np.ndarray, SingleFit]:
+    """Y <- advance(Y, M Y) until the stopping rule holds on ||M - YY^T||_F^2 or max_iter."""
+
+    def step(state):
+        Y = advance(*state)
+        return Y, M @ Y
+
+    return descend((Y, MY), step, lambda state: snmf_objective(M, *state, M_sq), stopping, tol, max_iter)
 
 
 PASS_BLOCK_BYTES = 2**19  # rows of N per block of iterate_one_pass: 512 KiB, kept in a core's L2 for both products
@@ -127,22 +138,16 @@ def iterate_one_pass(M, Y, rule: str, stopping: str, tol: float, max_iter: int) 
     hundreds of iterations). Handdigits' 5,000 x 1,024 mSDA features (MTCFIR-nI): N (N'Y)
     reads N twice (41 MB, more than the L3) in 17-21 ms, one pass 7-8 ms (one thread;
     benchmarks/mtcfir_steps.py prints both)."""
-    N, R = M.N, M.correction
+    N, R, M_sq = M.N, M.correction, M.squared_norm()
     Y = np.asarray(Y, dtype=np.float64)  # as ``iterate``'s updates, whatever the start's dtype
-    n, d = N.shape
-    rows = max(1, PASS_BLOCK_BYTES // (8 * d))
-    starts = range(0, n, rows)  # blocks of rows, not single samples
-    Z = N.T @ Y
-    RY = R @ Y if R is not None else None
+    rows = max(1, PASS_BLOCK_BYTES // (8 * N.shape[1]))
+    starts = range(0, N.shape[0], rows)  # blocks of rows, not single samples
 
-    def objective(Y, Z, RY, YtY):
-        tr_YMY = float(np.sum(Z * Z)) + (float(np.sum(Y * RY)) if RY is not None else 0.0)
-        return float(M.squared_norm() - 2.0 * tr_YMY + np.sum(YtY * YtY))
+    def carried(Y, Z):  # (Y, Z = N'Y, R Y, Y'Y)
+        return Y, Z, (R @ Y if R is not None else None), Y.T @ Y
 
-    YtY = Y.T @ Y
-    trace = [objective(Y, Z, RY, YtY)]
-    converged = False
-    for _ in range(max_iter):
+    def step(state):
+        Y, Z, RY, YtY = state
         Y_new, Z_new = np.empty_like(Y), np.zeros_like(Z)
         for start in starts:
             N_b = N[start:start + rows]
@@ -151,14 +156,14 @@ def iterate_one_pass(M, Y, rule: str, stopping: str, tol: float, max_iter: int) 
                 MY_b += RY[start:start + rows]
             Y_new[start:start + rows] = snmf_step(Y[start:start + rows], MY_b, rule, YtY)
             Z_new += N_b.T @ Y_new[start:start + rows]
-        Y, Z = Y_new, Z_new
-        RY = R @ Y if R is not None else None
-        YtY = Y.T @ Y
-        trace.append(objective(Y, Z, RY, YtY))
-        if has_converged(trace[-2], trace[-1], stopping, tol):
-            converged = True
-            break
-    return Y, SingleFit(np.argmax(Y, axis=1), np.array(trace), len(trace) - 1, converged)
+        return carried(Y_new, Z_new)
+
+    def objective(state):
+        Y, Z, RY, YtY = state
+        tr_YMY = float(np.sum(Z * Z)) + (float(np.sum(Y * RY)) if RY is not None else 0.0)
+        return float(M_sq - 2.0 * tr_YMY + np.sum(YtY * YtY))
+
+    return descend(carried(Y, N.T @ Y), step, objective, stopping, tol, max_iter)
 
 
 def snmf(M, Y, *, update="sqrt", stopping="relative", tol=1e-4, max_iter=500) -> tuple[np.ndarray, SingleFit]:
