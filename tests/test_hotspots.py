@@ -11,6 +11,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from mtc.data.synthetic import make_synthetic
+from mtc.methods import mkc
 from mtc.methods.mkc import MKC, SMKC
 from mtc.methods.spmtc import ASI, LSSMTC, PooledASI, SPMTCh
 from mtc.numerics.kernels import union_kernel
@@ -58,6 +59,35 @@ def test_stacked_kernel_products_give_the_per_task_iterates(three_tasks_with_sha
     if cls is SMKC:
         np.testing.assert_array_equal(new.branch_trace_, old.branch_trace_)
 
+
+
+def lapack_right_solve(B, D):
+    """B D^-1 by LAPACK's solve with B's rows as right-hand sides (the route before the inverse)."""
+    try:
+        return np.linalg.solve(D, B.T).T
+    except np.linalg.LinAlgError:
+        return B @ np.linalg.pinv(D)
+
+
+@pytest.mark.parametrize("cls, lambda_", [(MKC, 0.0), (MKC, 0.7), (SMKC, 0.7)])
+def test_right_solves_by_the_inverse_give_the_lapack_solves_iterates(three_tasks_with_shared_samples, cls,
+                                                                     lambda_, monkeypatch):
+    tasks = three_tasks_with_shared_samples
+    fits = {}
+    for route in (lapack_right_solve, mkc.right_solve):
+        monkeypatch.setattr(mkc, "right_solve", route)
+        fits[route] = cls(n_clusters=3, lambda_=lambda_, max_iter=40, tol=0.0, random_state=2).fit(tasks)
+    old, new = fits[lapack_right_solve], fits[mkc.right_solve]
+    np.testing.assert_allclose(new.objective_trace_, old.objective_trace_, rtol=1e-10)
+    for a, b in zip(new.Z_, old.Z_):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    for a, b in zip(new.labels_, old.labels_):
+        np.testing.assert_array_equal(a, b)
+    rng = np.random.default_rng(1)
+    Z = rng.random((50, 6))
+    B = rng.standard_normal((300, 6))
+    for D in (Z.T @ Z / 50 + 0.01 * np.eye(6), Z.T @ Z / 50, np.diag([2.0, 1.0, 0.0, 0.0, 1.0, 3.0])):
+        np.testing.assert_allclose(mkc.right_solve(B, D), lapack_right_solve(B, D), rtol=1e-10, atol=1e-12)
 
 # --- LSSMTC / ASI / SPMTC: the eigen W step's per-weights invariants (Eq. 23-25) ----------
 @pytest.fixture(scope="module")

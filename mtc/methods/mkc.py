@@ -99,9 +99,13 @@ OFFSET = 0.2  # added to the one-hot start: Eq. 19 keeps zeros at zero
 
 
 def right_solve(B: np.ndarray, D: np.ndarray) -> np.ndarray:
-    """B D^-1 for a symmetric c x c D (least squares when D is singular)."""
+    """B D^-1 for a symmetric c x c D (least squares when D is singular).
+
+    D^-1 is formed (c is the number of clusters) and applied as one product: LAPACK's solve
+    with B's thousands of rows as right-hand sides took 0.6-1.3 ms on NG3's shapes against
+    0.05-0.1 ms, and agrees with it to about 1e-13 (tests/test_hotspots.py)."""
     try:
-        return np.linalg.solve(D, B.T).T
+        return B @ np.linalg.inv(D)
     except np.linalg.LinAlgError:
         return B @ np.linalg.pinv(D)
 
