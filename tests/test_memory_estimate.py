@@ -52,6 +52,29 @@ def test_estimate_is_within_2x_of_the_measured_peak(tasks, name):
     assert 0.5 <= estimate / peak <= 2.0, (estimate, peak)
 
 
+@pytest.mark.parametrize("shift", [0.0, 0.5, 3.0])
+def test_mtcmrl_on_signed_narrow_rows_is_within_2x(shift):
+    """Signed dense rows with d <= n / 4: cosine_operator seeks the clipped part R in blocks of
+    N N' (shift 0.5: some cosines negative, kept as R; 3.0: none) or, past its share, takes the
+    dense affinity (shift 0: half the cosines negative). Budgeted as non-negative rows, the
+    estimate was 9.8 MiB against a peak near 135 MiB."""
+    rng = np.random.default_rng(0)
+    tasks = [rng.standard_normal((2400, 100)) + shift for _ in range(2)]
+    solver = MTCMRL(n_clusters=[4, 4], max_iter=2, random_state=0)
+    PooledKMeans(n_clusters=[4, 4], random_state=0).fit(tasks)
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            solver.fit(tasks)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    shapes = Shapes.of(tasks, [4, 4])
+    assert not shapes.non_negative
+    assert 0.5 <= estimate_peak_bytes(solver, shapes) / peak <= 2.0
+
+
 def test_the_implicit_route_turns_a_7_gb_estimate_into_a_small_one():
     shapes = Shapes((30_000, 30_000), 2_000, (4, 4), (600_000, 600_000))
     dense = estimate_peak_bytes(SymmetricNMF(route="dense"), shapes)
@@ -96,6 +119,9 @@ def test_shapes_of_dense_and_sparse_tasks():
     assert dense == Shapes((5, 4), 3, (2, 2), None) and not dense.sparse
     sparse = Shapes.of([sp.eye(5, 3, format="csr"), sp.eye(4, 3, format="csr")], [2, 3])
     assert sparse.nnz == (3, 3) and sparse.pooled() == Shapes((9,), 3, (3,), (6,))
+    signed = Shapes.of([np.ones((5, 3)), -sp.eye(4, 3, format="csr")], 2)
+    assert dense.non_negative and sparse.non_negative and not signed.non_negative
+    assert not signed.pooled().non_negative and not signed.task(0).non_negative
 
 
 def test_a_fit_that_cannot_fit_in_memory_is_refused_in_one_line_before_it_allocates():

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import scipy.sparse as sp
 
 from mtc.errors import InputError
-from mtc.numerics.affinity import IMPLICIT_MIN_SAMPLES
+from mtc.numerics.affinity import BLOCK_BYTES, IMPLICIT_MIN_SAMPLES, is_non_negative
 
 FLOAT = 8  # bytes of a float64
 SPARSE = 12  # bytes of a CSR entry: float64 value + int32 column
@@ -33,19 +33,22 @@ FIT_OVERHEAD = 2**18  # labels, traces, small factors
 @dataclass(frozen=True)
 class Shapes:
     """What an estimate reads of the data: samples ``n`` and non-zeros ``nnz`` per task (nnz
-    None for dense tasks), features ``d``, clusters ``k`` per task."""
+    None for dense tasks), features ``d``, clusters ``k`` per task, and whether every entry is
+    non-negative (the cosine affinity's product route needs it: cosine_product_route)."""
 
     n: tuple[int, ...]
     d: int
     k: tuple[int, ...]
     nnz: tuple[int, ...] | None = None
+    non_negative: bool = True
 
     @classmethod
     def of(cls, matrices, n_clusters) -> Shapes:
         ks = [int(n_clusters)] * len(matrices) if isinstance(n_clusters, int) else [int(k) for k in n_clusters]
         sparse = all(sp.issparse(X) for X in matrices)
         return cls(tuple(X.shape[0] for X in matrices), int(matrices[0].shape[1]), tuple(ks),
-                   tuple(int(X.nnz) for X in matrices) if sparse else None)
+                   tuple(int(X.nnz) for X in matrices) if sparse else None,
+                   all(is_non_negative(X) for X in matrices))
 
     @property
     def sparse(self) -> bool:
@@ -53,10 +56,12 @@ class Shapes:
 
     def pooled(self) -> Shapes:
         """The one task of a pooled ("all-task") solver: every row, max k clusters."""
-        return Shapes((sum(self.n),), self.d, (max(self.k),), None if self.nnz is None else (sum(self.nnz),))
+        return Shapes((sum(self.n),), self.d, (max(self.k),), None if self.nnz is None else (sum(self.nnz),),
+                      self.non_negative)
 
     def task(self, t: int) -> Shapes:
-        return Shapes((self.n[t],), self.d, (self.k[t],), None if self.nnz is None else (self.nnz[t],))
+        return Shapes((self.n[t],), self.d, (self.k[t],), None if self.nnz is None else (self.nnz[t],),
+                      self.non_negative)
 
     def data_bytes(self, t: int) -> int:
         """One task's matrix as stored (CSR or dense)."""
@@ -125,28 +130,49 @@ def ncut_bytes(shapes: Shapes, params: dict) -> int:
     return per_task(shapes, one)
 
 
+def cosine_product_route(shapes: Shapes, t: int) -> bool:
+    """Whether cosine_operator multiplies by task t's cosine affinity as N N' (non-negative rows,
+    sparse with fewer than n^2 / 2 non-zeros or of width d <= n / 4). Signed rows are budgeted
+    as the dense affinity: how many of their cosines are negative, which decides between the
+    clipped part R (up to 20 % of n^2 entries) and the dense matrix, is not known before the fit."""
+    n = shapes.n[t]
+    return shapes.non_negative and (4 * shapes.d <= n or (shapes.sparse and 2 * shapes.nnz[t] < n * n))
+
+
+def clipped_search_bytes(shapes: Shapes, t: int) -> int:
+    """The transient part of cosine_operator on signed rows of width d <= n / 4: its search for
+    the clipped part R holds three row blocks of N N' at once (at most BLOCK_BYTES each). What
+    it keeps, R (up to MAX_NEGATIVE_SHARE of n^2 entries) or past that share the dense
+    affinity, is at most the dense n^2 (how many cosines are negative is not known before)."""
+    return 3 * min(BLOCK_BYTES, FLOAT * shapes.n[t] ** 2)
+
+
 def implicit_route(shapes: Shapes, params: dict) -> bool:
-    """Whether the affinity is applied without forming it (mtc.numerics.affinity.uses_implicit)."""
+    """Whether the affinity is applied without forming it (mtc.numerics.affinity.uses_implicit,
+    then cosine_operator on "auto")."""
     route = params.get("route", "auto")
     if route == "auto":
-        return params.get("affinity", "cosine") == "cosine" and shapes.sparse and shapes.n[0] >= IMPLICIT_MIN_SAMPLES
+        return (params.get("affinity", "cosine") == "cosine" and shapes.sparse and shapes.n[0] >= IMPLICIT_MIN_SAMPLES
+                and cosine_product_route(shapes, 0))
     return route == "implicit"
 
 
 def mtcmrl_bytes(shapes: Shapes, params: dict) -> int:
     """MTCMRL: every task's similarity (n_t^2 when dense: non-cosine, or cosine_operator's
-    dense cases), the ridge factors (a min(n, d)^2 Gram matrix, its eigenvectors and V, d x r),
+    dense cases and signed rows), the ridge factors (a min(n, d)^2 Gram matrix, its eigenvectors and V, d x r),
     the row space when taken ((N + 1)^2 Gram matrix); the Sylvester route's n x n Gram."""
     total = 0
     for t, n in enumerate(shapes.n):
         r = min(n, shapes.d)
-        sparse_product = shapes.sparse and 2 * shapes.nnz[t] < n * n
-        dense_m = params.get("affinity", "cosine") != "cosine" or not (sparse_product or 4 * shapes.d <= n)
+        dense_m = params.get("affinity", "cosine") != "cosine" or not cosine_product_route(shapes, t)
         total += FLOAT * n * n if dense_m else 2 * shapes.data_bytes(t) + gram_bytes(shapes, t)
         total += FLOAT * (r * r + shapes.d * r) + FLOAT * 10 * n * shapes.k[t]  # kept: ridge factor
         if params.get("w_solver") == "sylvester":
             total += FLOAT * 3 * n * n
     total += FLOAT * min(max(shapes.n), shapes.d) ** 2  # the largest factor's eigendecomposition
+    narrow = [t for t, n in enumerate(shapes.n) if 4 * shapes.d <= n]
+    if params.get("affinity", "cosine") == "cosine" and not shapes.non_negative and narrow:
+        total += max(clipped_search_bytes(shapes, t) for t in narrow)  # one task's search at a time
     N = sum(shapes.n) + 1
     if params.get("row_space", "auto") is True or (params.get("row_space", "auto") == "auto" and N < shapes.d):
         total += FLOAT * 3 * N * N
