@@ -27,11 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from mtc.cli import configured_dataset
-from mtc.methods.mtcfir import sparse_if_sparser
 from mtc.metrics import accuracy
 from mtc.numerics.affinity import CosineProduct, cosine_operator
-from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
-                                                rescale_and_symmetrise, task_weights)
+from mtc.numerics.consistent_similarity import (consistent_similarity, distance_matrices, relation_matrices,
+                                                task_weights)
 from mtc.numerics.msda import msda_features
 from mtc.numerics.seeding import initial_indicator
 from mtc.numerics.linalg import as_dense
@@ -64,8 +63,7 @@ def main(names):
         def similarity_step():
             relations = relation_matrices(features)
             alpha = task_weights(relations, neighbours)
-            return [sparse_if_sparser(rescale_and_symmetrise(adaptive_neighbours(A, l)))
-                    for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
+            return [consistent_similarity(A, l) for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
 
         similarities, seconds, peak = measured(similarity_step)
         floor = sum(a.shape[0] * b.shape[0] for a in features for b in features) * 8 / 2**20

@@ -436,7 +436,7 @@ def test_mtcfir_nr_skips_the_relations_its_distances_do_not_read(monkeypatch):
 
     data = make_synthetic(n_tasks=2, n_clusters=3, n_features=5, support=3, samples_per_cluster=15, seed=4)
     features, neighbours = [np.abs(X) for X in data.matrices], [5, 5]
-    expected = [mtcfir.sparse_if_sparser(rescale_and_symmetrise(adaptive_neighbours(A, l)))
+    expected = [rescale_and_symmetrise(adaptive_neighbours(A, l))
                 for A, l in zip(distance_matrices(features, relation_matrices(features), np.ones((2, 2))), neighbours)]
 
     def refused(_):
@@ -446,10 +446,56 @@ def test_mtcfir_nr_skips_the_relations_its_distances_do_not_read(monkeypatch):
     alpha, similarities = mtcfir.MTCFIRnR()._similarity_step(features, neighbours)
     np.testing.assert_array_equal(alpha, np.ones((2, 2)))
     for got, want in zip(similarities, expected):
-        np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got,
-                                      want.toarray() if sp.issparse(want) else want)
+        np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got, want)
     with pytest.raises(AssertionError, match="relation matrices computed"):
         mtcfir.MTCFIR()._similarity_step(features, neighbours)
+
+
+def literal_adaptive_neighbours(A, l):
+    """Eq. 14-19 as the dense route selected them before: down the strided columns of A."""
+    A = A.copy()
+    np.fill_diagonal(A, -np.inf)
+    order = np.argpartition(A, l + 1, axis=0)[: l + 2]
+    picked = np.take_along_axis(A, order, axis=0)
+    sort = np.argsort(picked, axis=0)
+    order, picked = np.take_along_axis(order, sort, axis=0), np.take_along_axis(picked, sort, axis=0)
+    nearest, next_one = picked[1: l + 1], picked[l + 1]
+    denominator = l * next_one - nearest.sum(axis=0)
+    weights = (next_one[None, :] - nearest) / np.maximum(denominator, 1e-300)[None, :]
+    weights[:, denominator <= 1e-300] = 1.0 / l
+    M = np.zeros(A.shape)
+    np.put_along_axis(M, order[1: l + 1], weights, axis=0)
+    return M
+
+
+@pytest.mark.parametrize("n, l", [(50, 3), (300, 20), (300, 100), (1000, 60)])
+@pytest.mark.parametrize("distances", ["random", "ties", "asymmetric"])
+def test_consistent_similarity_from_the_weights_is_the_dense_route_to_the_bit(n, l, distances):
+    """MTCFIR's M^t built sparse from the l x n neighbour weights (selected along the rows of A')
+    against Sec. 3.5 applied to the dense Eq. 14-19 matrix selected down A's columns: the same
+    entries, bit for bit, CSR (canonical, no stored zero) below a quarter of the entries, else
+    dense; ties among the distances and an asymmetric A included."""
+    from mtc.numerics.consistent_similarity import adaptive_neighbours, consistent_similarity, rescale_and_symmetrise
+
+    rng = np.random.default_rng(n + l)
+    X = rng.random((n, 5))
+    if distances == "ties":
+        X = np.round(3 * X) / 3
+    A = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=-1)
+    if distances == "asymmetric":
+        A += 0.1 * rng.random((n, n))
+    literal = literal_adaptive_neighbours(A, l)
+    np.testing.assert_array_equal(adaptive_neighbours(A, l), literal)
+    expected = rescale_and_symmetrise(literal)
+    got = consistent_similarity(A, l)
+    assert sp.issparse(got) == (np.count_nonzero(expected) < 0.25 * n * n)
+    if sp.issparse(got):
+        want = sp.csr_matrix(expected)
+        assert got.has_canonical_format and np.all(got.data != 0)
+        for field in ("indptr", "indices", "data"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+    else:
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_task_weights_threshold_is_the_literal_column_sort():

@@ -26,8 +26,8 @@ from mtc.errors import InputError
 from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, SNMF_UPDATE, STOPPING, MultiTaskClusterer
 from mtc.numerics.affinity import cosine_operator
 from mtc.numerics.cache import Cache, cached, fingerprint
-from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, distances_use_relations,
-                                                relation_matrices, rescale_and_symmetrise, task_weights)
+from mtc.numerics.consistent_similarity import (consistent_similarity, distance_matrices, distances_use_relations,
+                                                relation_matrices, task_weights)
 from mtc.numerics.convergence import summed_traces
 from mtc.numerics.msda import msda_features
 from mtc.numerics.seeding import initial_indicator
@@ -43,11 +43,6 @@ def mean_embedding_mmd(features: list) -> float:
     means = [np.asarray(normalize(Z).mean(axis=0)).ravel() for Z in features]
     pairs = [(t, s) for t in range(len(means)) for s in range(t + 1, len(means))]
     return float(np.mean([np.sum((means[t] - means[s]) ** 2) for t, s in pairs])) if pairs else 0.0
-
-
-def sparse_if_sparser(M: np.ndarray, density: float = 0.25):
-    """M as a CSR matrix when fewer than ``density`` of its entries are non-zero, else M."""
-    return sp.csr_matrix(M) if np.count_nonzero(M) < density * M.size else M
 
 
 class MTCFIR(MultiTaskClusterer):
@@ -171,10 +166,11 @@ class MTCFIR(MultiTaskClusterer):
         needed = self.learned_weights or (self.consistent and distances_use_relations(features))
         relations = relation_matrices(features) if needed else None
         alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
-        if self.consistent:  # Algorithm 3, lines 6-10; Sec. 3.5. At most 2 l non-zeros per row: kept
-            # sparse when that is under a quarter of the entries, so that every SNMF product is
-            # O(nnz k) (Handdigits: l = 50 of n_t = 5000 at lambda = 0.1); the same numbers.
-            return alpha, [sparse_if_sparser(rescale_and_symmetrise(adaptive_neighbours(A, l)))
+        if self.consistent:  # Algorithm 3, lines 6-10; Sec. 3.5. At most 2 l non-zeros per row: built
+            # sparse from the l x n weights and kept sparse when that is under a quarter of the
+            # entries, so that every SNMF product is O(nnz k) (Handdigits: l = 50 of n_t = 5000 at
+            # lambda = 0.1); the numbers of the dense M, bit for bit.
+            return alpha, [consistent_similarity(A, l)
                            for A, l in zip(distance_matrices(features, relations, alpha), neighbours)]
         return alpha, [cosine_operator(Z) for Z in features]  # product form where cheaper, same products
 

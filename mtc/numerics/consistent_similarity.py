@@ -17,6 +17,7 @@ column to a maximum of 1 and symmetrises, M = (M + M') / 2.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from mtc.numerics.affinity import squared_distances
@@ -54,15 +55,22 @@ def task_weights(relations: dict, n_neighbours: list[int]) -> np.ndarray:
     return alpha
 
 
-def adaptive_neighbours(A: np.ndarray, l: int) -> np.ndarray:
-    """Eq. 14-19 for every column of A at once: each column on the simplex, l non-zeros."""
+def neighbour_weights(A: np.ndarray, l: int) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 14-19 for every column of A at once: (rows, weights), both l x n, column j's l
+    nearest rows (the point itself excluded) and their weights, which sum to 1.
+
+    The order statistics are selected along the rows of a C-ordered copy of A' (each column of
+    A contiguous: the same values in the same sequence as down the strided column, so the same
+    selection); the l + 2 picked entries of each column are then handled as l + 2 rows, so their
+    sums run in the same order. With consistent_similarity's sparse build, 0.98 s -> 0.37 s of
+    CPU for a 5,000 x 5,000 A and l = 150 (tests/test_hotspots.py: the same bits)."""
     n = A.shape[0]
     if not 1 <= l <= n - 2:
         raise ValueError(f"number of neighbours l must be in [1, n_t - 2 = {n - 2}], got {l}")
-    A = A.copy()
-    np.fill_diagonal(A, -np.inf)  # the point itself comes first (B_1j), never a neighbour
-    order = np.argpartition(A, l + 1, axis=0)[: l + 2]  # self, the l nearest, the (l+1)-th
-    picked = np.take_along_axis(A, order, axis=0)
+    columns = np.array(A.T, order="C")
+    np.fill_diagonal(columns, -np.inf)  # the point itself comes first (B_1j), never a neighbour
+    order = np.ascontiguousarray(np.argpartition(columns, l + 1, axis=1)[:, : l + 2].T)  # self, l nearest, (l+1)-th
+    picked = np.take_along_axis(columns.T, order, axis=0)
     sort = np.argsort(picked, axis=0)
     order, picked = np.take_along_axis(order, sort, axis=0), np.take_along_axis(picked, sort, axis=0)
     nearest, next_one = picked[1: l + 1], picked[l + 1]
@@ -70,9 +78,31 @@ def adaptive_neighbours(A: np.ndarray, l: int) -> np.ndarray:
     weights = (next_one[None, :] - nearest) / np.maximum(denominator, 1e-300)[None, :]  # Eq. 14, 16
     tied = denominator <= 1e-300  # all l + 1 candidates equally far: share the mass evenly
     weights[:, tied] = 1.0 / l
-    M = np.zeros((n, n))
-    np.put_along_axis(M, order[1: l + 1], weights, axis=0)
+    return order[1: l + 1], weights
+
+
+def adaptive_neighbours(A: np.ndarray, l: int) -> np.ndarray:
+    """Eq. 14-19 for every column of A at once: each column on the simplex, l non-zeros (dense)."""
+    rows, weights = neighbour_weights(A, l)
+    M = np.zeros(A.shape)
+    np.put_along_axis(M, rows, weights, axis=0)
     return M
+
+
+def consistent_similarity(A: np.ndarray, l: int, density: float = 0.25):
+    """rescale_and_symmetrise(adaptive_neighbours(A, l)) from the l x n weights alone, as CSR
+    when fewer than ``density`` of its entries are non-zero (at most 2 l a row), else dense.
+
+    The same numbers, bit for bit: each column's maximum is its largest weight (weights are
+    non-negative), and (S + S')/2 adds the same two scaled weights where both are stored."""
+    rows, weights = neighbour_weights(A, l)
+    n = A.shape[0]
+    scaled = weights / np.maximum(weights.max(axis=0, keepdims=True), 1e-300)  # Sec. 3.5
+    S = sp.csr_matrix((scaled.ravel(), (rows.ravel(), np.tile(np.arange(n), l))), shape=(n, n))
+    M = (S + S.T) / 2.0
+    M.eliminate_zeros()
+    M.sort_indices()
+    return M if M.nnz < density * n * n else M.toarray()
 
 
 def distances_use_relations(features: list) -> bool:
