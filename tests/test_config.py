@@ -1,6 +1,6 @@
 import pytest
 
-from mtc.config import method_spec, seed_batches, seeds_per_trial, settings, trial_list
+from mtc.config import method_spec, seed_batches, seeds_per_trial, settings, staggered, trial_list
 from mtc.data.spec import data_spec
 from mtc.methods import KernelKMeans, SymmetricNMF
 
@@ -106,6 +106,20 @@ def test_seed_batches_stay_within_one_grid_point(compose_config):
                              "kernel_width=2.0 seeds=0-1", "kernel_width=2.0 seeds=2"]
     assert [t.seed for t in batches["kernel_width=2.0 seeds=0-1"]] == [0, 1]
     assert {t.label for t in batches["kernel_width=2.0 seeds=0-1"]} == {"kernel_width=2.0"}
+
+
+def test_batches_started_together_fit_different_seeds_first(compose_config):
+    """Consecutive batches (one per parallel slot start together) are rotated by a share of the
+    batch each, so no two of them compute the same seed's start at the same time; every seed
+    stays in its batch once."""
+    cfg = compose_config("method=kkm", "method.grid.kernel_width=[0.5,1.0,2.0]", "sweep.repeats=10")
+    batches = list(seed_batches(trial_list(method_spec(cfg), cfg.sweep.repeats), 10).values())
+    seeds = [[t.seed for t in staggered(batch, index, 2)] for index, batch in enumerate(batches)]
+    assert seeds == [list(range(10)), [5, 6, 7, 8, 9, 0, 1, 2, 3, 4], list(range(10))]
+    assert [t.seed for t in staggered(batches[1], 1, 3)] == [4, 5, 6, 7, 8, 9, 0, 1, 2, 3]
+    assert [t.seed for t in staggered(batches[1], 2, 3)] == [8, 9, 0, 1, 2, 3, 4, 5, 6, 7]
+    assert staggered(batches[0], 5, 1) == batches[0] and staggered(batches[0][:1], 1, 4) == batches[0][:1]
+    assert {t.label for t in staggered(batches[2], 1, 2)} == {"kernel_width=2.0"}
 
 
 def test_repeated_grid_values_run_once_and_are_named(compose_config, capsys):

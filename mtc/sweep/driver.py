@@ -41,6 +41,7 @@ from mtc.config import (
     method_display_names,
     seed_batches,
     seeds_per_trial,
+    staggered,
 )
 from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
@@ -423,14 +424,16 @@ def tune_batches(opened: list[OpenSweep], slots: int) -> dict[str, tuple[str, li
     Tune trial's name ("<sweep> <point> seeds=<first>-<last>" when several sweeps share the
     Tuner): {name: (sweep name, trials)}. ``auto`` counts the pending trials of every sweep
     sharing the Tuner: a study keeps its slots busy across sweeps, so each of its sweeps
-    batches as a long sweep would (each Tune trial costs about 0.1 s of Tune's bookkeeping)."""
+    batches as a long sweep would (each Tune trial costs about 0.1 s of Tune's bookkeeping).
+    Consecutive batches fit their seeds in staggered orders (mtc.config.staggered)."""
     batches = {}
     pending = sum(len(sweep.pending) for sweep in opened)
     for sweep in opened:
         settings_ = sweep.plan.run.sweep
         size = seeds_per_trial(settings_.seeds_per_trial, pending, settings_.repeats, slots)
         for name, trials in seed_batches(sweep.pending, size).items():
-            batches[f"{sweep.plan.name} {name}" if len(opened) > 1 else name] = (sweep.plan.name, trials)
+            batches[f"{sweep.plan.name} {name}" if len(opened) > 1 else name] = (
+                sweep.plan.name, staggered(trials, len(batches), slots))
     return batches
 
 
