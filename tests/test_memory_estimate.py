@@ -36,18 +36,23 @@ SOLVERS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SOLVERS))
-def test_estimate_is_within_2x_of_the_measured_peak(tasks, name):
-    solver = SOLVERS[name]().set_params(random_state=0)
+def traced_peak(solver, tasks) -> int:
+    """The peak bytes tracemalloc traces while ``solver`` fits ``tasks``."""
     PooledKMeans(n_clusters=[4, 4], random_state=0).fit(tasks)  # scikit-learn's one-time set-up, not the fit's
     tracemalloc.start()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             solver.fit(tasks)
-        _, peak = tracemalloc.get_traced_memory()
+        return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_estimate_is_within_2x_of_the_measured_peak(tasks, name):
+    solver = SOLVERS[name]().set_params(random_state=0)
+    peak = traced_peak(solver, tasks)
     estimate = estimate_peak_bytes(solver, Shapes.of(tasks, [4, 4]))
     assert 0.5 <= estimate / peak <= 2.0, (estimate, peak)
 
@@ -61,15 +66,7 @@ def test_mtcmrl_on_signed_narrow_rows_is_within_2x(shift):
     rng = np.random.default_rng(0)
     tasks = [rng.standard_normal((2400, 100)) + shift for _ in range(2)]
     solver = MTCMRL(n_clusters=[4, 4], max_iter=2, random_state=0)
-    PooledKMeans(n_clusters=[4, 4], random_state=0).fit(tasks)
-    tracemalloc.start()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            solver.fit(tasks)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = traced_peak(solver, tasks)
     shapes = Shapes.of(tasks, [4, 4])
     assert not shapes.non_negative
     assert 0.5 <= estimate_peak_bytes(solver, shapes) / peak <= 2.0
