@@ -81,6 +81,7 @@ against kappa/c in D); a non-finite objective raises FloatingPointError.
 from __future__ import annotations
 
 from numbers import Integral
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -110,39 +111,57 @@ def right_solve(B: np.ndarray, D: np.ndarray) -> np.ndarray:
         return B @ np.linalg.pinv(D)
 
 
+class TaskProducts(NamedTuple):
+    """What both candidates of task t's step read of (Z, K[:, t] Z, F) alike: Z'Z/n, Z'K^tt Z/n^2
+    and F[s][rows of t]' Z / n for every other task s (taken once for both)."""
+
+    ZtZ: np.ndarray
+    ZKZ: np.ndarray
+    FZ: dict
+
+
+def task_products(t: int, Z: np.ndarray, KZ: np.ndarray, kernel: UnionKernel, F: list) -> TaskProducts:
+    n = Z.shape[0]
+    rows = kernel.rows[t]
+    return TaskProducts(Z.T @ Z / n, Z.T @ KZ[rows] / n**2, {s: F[s][rows].T @ Z / n for s in range(len(F)) if s != t})
+
+
 def centroid_state(t: int, Z: np.ndarray, KZ: np.ndarray, kernel: UnionKernel, F: list, G: dict, plans: dict,
-                   coef: float, kappa: float) -> tuple[np.ndarray, dict, np.ndarray]:
+                   coef: float, kappa: float, products: TaskProducts | None = None) -> tuple[np.ndarray, dict, np.ndarray]:
     """Eq. 13 in kernel form (Eq. 14-15, exact recursion): the state of task t's new centroids.
 
     M^t = ((1/n) phi(X^t) Z + coef sum_{p != t} M^p W^pt) D^-1, D = Z'Z/n + (kappa/c) I, given
     the other tasks' state F[p] = phi(X)'M^p (kernel rows x c_p) and G[(s, p)] = M^s'M^p, and
-    KZ = K[:, t] Z. Returns (F^(.,t), {s: G^(s,t) for s != t}, G^(t,t)). coef = kappa = 0 is
-    the single-task (lambda = 0) update M^t = phi(X^t) Z (Z'Z)^-1.
+    KZ = K[:, t] Z (``products``: task_products of the same Z, KZ and F, when the caller shares
+    them between candidates). Returns (F^(.,t),
+    {s: G^(s,t) for s != t}, G^(t,t)). coef = kappa = 0 is the single-task (lambda = 0) update
+    M^t = phi(X^t) Z (Z'Z)^-1.
     """
     n, c = Z.shape
     rows = kernel.rows[t]
-    D = Z.T @ Z / n + (kappa / c) * np.eye(c)
+    products = task_products(t, Z, KZ, kernel, F) if products is None else products
+    D = products.ZtZ + (kappa / c) * np.eye(c)
     others = [p for p in range(len(F)) if p != t]
-    ZKZ = Z.T @ KZ[rows] / n**2  # Z'K^tt Z / n^2
     if coef and others:
         S = sum(F[p] @ plans[(p, t)] for p in others)  # phi(X)' sum_p M^p W^pt
         H = {s: sum(G[(s, p)] @ plans[(p, t)] for p in others) for s in others}  # M^s' sum_p M^p W^pt
         F_t = right_solve(KZ / n + coef * S, D)  # Eq. 14
-        G_col = {s: right_solve(F[s][rows].T @ Z / n + coef * H[s], D) for s in others}
+        G_col = {s: right_solve(products.FZ[s] + coef * H[s], D) for s in others}
         ZS = Z.T @ S[rows] / n
-        V = ZKZ + coef * (ZS + ZS.T) + coef**2 * sum(plans[(t, q)] @ H[q] for q in others)  # Eq. 15, V
+        V = products.ZKZ + coef * (ZS + ZS.T) + coef**2 * sum(plans[(t, q)] @ H[q] for q in others)  # Eq. 15, V
     else:
         F_t = right_solve(KZ / n, D)
-        G_col = {s: right_solve(F[s][rows].T @ Z / n, D) for s in others}
-        V = ZKZ
+        G_col = {s: right_solve(products.FZ[s], D) for s in others}
+        V = products.ZKZ
     G_tt = right_solve(right_solve(V, D).T, D)  # Eq. 15, s = t: D^-1 V D^-1
     return F_t, G_col, (G_tt + G_tt.T) / 2.0
 
 
 def semi_nmf_step(Z: np.ndarray, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Eq. 19: Z o sqrt((A+ + Z B-) / (A- + Z B+)), A = F^(t,t), B = G^(t,t)."""
-    A_pos, A_neg = (np.abs(A) + A) / 2.0, (np.abs(A) - A) / 2.0
-    B_pos, B_neg = (np.abs(B) + B) / 2.0, (np.abs(B) - B) / 2.0
+    """Eq. 19: Z o sqrt((A+ + Z B-) / (A- + Z B+)), A = F^(t,t), B = G^(t,t). The parts as
+    max(A, 0) and max(-A, 0): (|A| + A)/2 and (|A| - A)/2 to the bit, in two passes instead of six."""
+    A_pos, A_neg = np.maximum(A, 0.0), np.maximum(-A, 0.0)
+    B_pos, B_neg = np.maximum(B, 0.0), np.maximum(-B, 0.0)
     return Z * np.sqrt((A_pos + Z @ B_neg) / (A_neg + Z @ B_pos + EPS))
 
 
@@ -168,11 +187,11 @@ def transport(G: dict, n_clusters: list) -> tuple[dict, float]:
     return plans, total
 
 
-def candidate(t, Z, KZ, kernel, trace_K, F, G, plans, coef, kappa) -> tuple:
+def candidate(t, Z, KZ, kernel, trace_K, F, G, plans, coef, kappa, products=None) -> tuple:
     """Steps 4-6 (steps 7-9 with coef = kappa = 0) of Algorithm 2 for task t: the centroid
-    state (Eq. 14-15), then Z by Eq. 19, then L^t by Eq. 22 (trace_K = tr K^tt). Returns
-    (F^(.,t), {s: G^(s,t)}, G^(t,t), Z, L^t)."""
-    F_t, G_col, G_tt = centroid_state(t, Z, KZ, kernel, F, G, plans, coef, kappa)
+    state (Eq. 14-15), then Z by Eq. 19, then L^t by Eq. 22 (trace_K = tr K^tt); ``products`` as
+    centroid_state's. Returns (F^(.,t), {s: G^(s,t)}, G^(t,t), Z, L^t)."""
+    F_t, G_col, G_tt = centroid_state(t, Z, KZ, kernel, F, G, plans, coef, kappa, products)
     A = F_t[kernel.rows[t]]
     Z_new = semi_nmf_step(Z, A, G_tt)
     return F_t, G_col, G_tt, Z_new, local_loss(trace_K, A, G_tt, Z_new)
@@ -338,11 +357,14 @@ class MKC(MultiTaskClusterer):
             if iteration:  # K[:, t] Z^t for every t at once: Z^t changes only in task t's own step below
                 KZ = self._kernel_products(kernel, Z)
             for t in range(T):
-                chosen = candidate(t, Z[t], KZ[t], kernel, traces_K[t], F, G, plans, coef, kappa)  # steps 4-6 (Eq. 14-15, 19)
+                products = task_products(t, Z[t], KZ[t], kernel, F)  # both candidates' (parallel ones)
+                chosen = candidate(t, Z[t], KZ[t], kernel, traces_K[t], F, G, plans, coef, kappa,
+                                   products)  # steps 4-6 (Eq. 14-15, 19)
                 if smart:
                     Z_start = chosen[3] if sequential else Z[t]
                     KZ_start = kernel.times(t, Z_start) if sequential else KZ[t]
-                    single = candidate(t, Z_start, KZ_start, kernel, traces_K[t], F, G, plans, 0.0, 0.0)  # steps 7-9
+                    single = candidate(t, Z_start, KZ_start, kernel, traces_K[t], F, G, plans, 0.0, 0.0,
+                                       None if sequential else products)  # steps 7-9
                     gap.append(chosen[4] - single[4])
                     kept.append(1.0 if chosen[4] <= single[4] else 0.0)  # steps 10-14, ties to multi-task
                     if not kept[-1]:

@@ -88,6 +88,8 @@ class UnionKernel(NamedTuple):
                         if start <= low and high <= stop]
             if covering:
                 columns = np.concatenate(covering)
+                if columns[-1] - columns[0] + 1 == columns.size:  # consecutive tasks: views, no gather/scatter
+                    columns = slice(columns[0], columns[-1] + 1)
                 out[:, columns] += self.K[:, low:high] @ B[low:high, columns]
         return [out[:, widths[t]:widths[t + 1]] for t in range(len(Zs))]
 
