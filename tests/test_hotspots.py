@@ -89,6 +89,19 @@ def test_right_solves_by_the_inverse_give_the_lapack_solves_iterates(three_tasks
     for D in (Z.T @ Z / 50 + 0.01 * np.eye(6), Z.T @ Z / 50, np.diag([2.0, 1.0, 0.0, 0.0, 1.0, 3.0])):
         np.testing.assert_allclose(mkc.right_solve(B, D), lapack_right_solve(B, D), rtol=1e-10, atol=1e-12)
 
+
+def test_semi_nmf_parts_by_maximum_are_the_printed_halves_to_the_bit():
+    """Eq. 19's A+ = (|A| + A)/2 and A- = (|A| - A)/2, taken as max(A, 0) and max(-A, 0)."""
+    rng = np.random.default_rng(3)
+    Z = rng.random((200, 5))
+    A = rng.standard_normal((200, 5)) * 10.0 ** rng.integers(-300, 300, (200, 5))
+    A[::7] = 0.0
+    B = rng.standard_normal((5, 5))
+    A_pos, A_neg = (np.abs(A) + A) / 2.0, (np.abs(A) - A) / 2.0
+    B_pos, B_neg = (np.abs(B) + B) / 2.0, (np.abs(B) - B) / 2.0
+    printed = Z * np.sqrt((A_pos + Z @ B_neg) / (A_neg + Z @ B_pos + mkc.EPS))
+    np.testing.assert_array_equal(mkc.semi_nmf_step(Z, A, B), printed)
+
 # --- LSSMTC / ASI / SPMTC: the eigen W step's per-weights invariants (Eq. 23-25) ----------
 @pytest.fixture(scope="module")
 def sparse_tasks():
