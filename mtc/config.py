@@ -300,10 +300,9 @@ def seed_batches(trials: list[Trial], size: int) -> dict[str, list[Trial]]:
 def staggered(batch: list[Trial], index: int, slots: int) -> list[Trial]:
     """The ``index``-th batch's seeds rotated by (index mod slots) shares of the batch, so that
     the batches that start together (consecutive ones, one per parallel slot) fit different
-    seeds first. A worker keeps each seed's k-means start as a file shared by every grid point
-    with the same features (mtc.numerics.cache): two batches of one corruption started together
-    each computed all ten starts at once (MTCFIR on Handdigits, 7.5 s a seed); staggered, each
-    computes half and reads the rest. A fit does not depend on the order of its batch."""
+    seeds first. Seed-dependent steps that a worker keeps as files for every grid point sharing
+    them (mtc.numerics.cache: each seed's k-means start) are then computed by one batch and read
+    by the other, instead of by both at once. A fit does not depend on the order of its batch."""
     slots = max(1, slots)
     shift = (index % slots) * math.ceil(len(batch) / slots) % max(1, len(batch))
     return batch[shift:] + batch[:shift]
