@@ -29,6 +29,7 @@ from mtc.results.report import (
     PointSummary,
     TrialRecord,
     best_point,
+    is_degenerate,
     summarize,
     why_no_point,
     with_stability,
@@ -123,7 +124,8 @@ def point_summaries(client, records: list[TrialRecord], task_names: list[str], s
     every seed clustered the same data (``same_data``): labels of different draws (a data
     config with ``draw: per_seed``) label different samples, and their ARI means nothing."""
     summaries = summarize(records)
-    return with_stability(summaries, seed_labels(client, records, task_names)) if same_data else summaries
+    kept = [record for record in records if not is_degenerate(record.metrics)]  # stability of the other seeds only
+    return with_stability(summaries, seed_labels(client, kept, task_names)) if same_data else summaries
 
 
 def chosen_points(summaries: list[PointSummary]) -> dict[str, PointSummary]:
