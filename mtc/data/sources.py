@@ -1,7 +1,9 @@
 """Raw files: where they live under the data root, their checksums (and the user's own files', for
 the cache key: user_file_checksums), where to get them.
 
-Data root, first found: the config's ``data.root``, the env var ``MTC_DATA_DIR``, then
+Data root, first found: the config's ``data.root``, the env var ``MTC_DATA_DIR``, the user's
+setting (``root`` under ``[data]`` in ``$XDG_CONFIG_HOME/mtc/config.toml``, else
+``~/.config/mtc/config.toml``; ``python -m mtc.data root FOLDER`` writes it), then
 ``~/.cache/mtc``. A raw file that is missing is downloaded when it has a canonical address
 whose bytes we can verify; otherwise the error names the file and where to put it.
 """
@@ -12,6 +14,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import tomllib
 import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
@@ -82,6 +85,9 @@ RAW_FILES = {
 }
 
 
+DEFAULT_DATA_ROOT = "~/.cache/mtc"
+
+
 class RawDataError(InputError):
     """A raw file is missing or does not match its checksum."""
 
@@ -92,7 +98,148 @@ def configured_dir(configured: str | None, env_var: str, default: str) -> Path:
 
 
 def data_root(configured: str | None = None) -> Path:
-    return configured_dir(configured, "MTC_DATA_DIR", "~/.cache/mtc")
+    """The folder of the raw corpora (absolute); see ``find_data_root`` for the order."""
+    return find_data_root(configured)[0]
+
+
+def find_data_root(configured: str | None = None) -> tuple[Path, str]:
+    """The data root and what set it, first found: ``configured`` (the config's ``data.root``),
+    the env var ``MTC_DATA_DIR``, the user config file, then ``~/.cache/mtc``.
+
+    Parameters
+    ----------
+    configured : str or None
+        The config's ``data.root``.
+
+    Returns
+    -------
+    path : Path
+        The data root, absolute.
+    source : str
+        ``"data.root"``, ``"MTC_DATA_DIR"``, the user config file's path, or ``"default"``.
+
+    Raises
+    ------
+    InputError
+        The user config file cannot be read, or its ``data.root`` is not a string.
+    """
+    if configured:
+        return resolved(configured), "data.root"
+    if os.environ.get("MTC_DATA_DIR"):
+        return resolved(os.environ["MTC_DATA_DIR"]), "MTC_DATA_DIR"
+    config = user_config_file()
+    root = user_data_root(config)
+    if root:  # a relative path is against the file's folder, not the working directory
+        return (config.parent / Path(root).expanduser()).resolve(), str(config)
+    return resolved(DEFAULT_DATA_ROOT), "default"
+
+
+def user_config_file() -> Path:
+    """The user's settings file: ``$XDG_CONFIG_HOME/mtc/config.toml`` when that variable holds an
+    absolute path (the XDG base directory rule), else ``~/.config/mtc/config.toml``."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path("~/.config").expanduser()) / "mtc" / "config.toml"
+
+
+def user_settings(config: Path) -> dict:
+    """The user config file's settings as parsed TOML, ``{}`` when there is no such file.
+
+    Parameters
+    ----------
+    config : Path
+        The file, ``user_config_file()``.
+
+    Returns
+    -------
+    dict
+        Its tables and keys.
+
+    Raises
+    ------
+    InputError
+        The file cannot be read or is not TOML.
+    """
+    try:
+        with open(config, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise InputError(f"{config}: cannot read mtc's user settings ({error}); fix or delete the file") from None
+
+
+def user_data_root(config: Path) -> str | None:
+    """``root`` under ``[data]`` in the user config file, None when not set.
+
+    Parameters
+    ----------
+    config : Path
+        The file, ``user_config_file()``.
+
+    Returns
+    -------
+    str or None
+        The folder as written there.
+
+    Raises
+    ------
+    InputError
+        The file cannot be read, or ``data`` is not a table or ``data.root`` not a string.
+    """
+    data = user_settings(config).get("data", {})
+    root = data.get("root") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(root, str | None):
+        raise InputError(f"{config}: expected a [data] table with root = \"<folder>\", found data = {data!r}")
+    return root
+
+
+def set_user_data_root(folder: str | None) -> Path:
+    """Write the data root into the user config file, or remove the setting.
+
+    The file holds this one setting, so it is written anew (or deleted); a file that holds
+    other settings is left alone for the user to edit.
+
+    Parameters
+    ----------
+    folder : str or None
+        An existing folder (a relative path is against the working directory, stored
+        absolute); None removes the setting.
+
+    Returns
+    -------
+    Path
+        The user config file.
+
+    Raises
+    ------
+    InputError
+        ``folder`` is not an existing folder, or the file holds other settings or cannot be
+        read or written.
+    """
+    config = user_config_file()
+    settings = user_settings(config)
+    data = settings.get("data", {})
+    if set(settings) - {"data"} or not isinstance(data, dict) or set(data) - {"root"}:
+        raise InputError(f"{config} holds other settings than data.root: edit it by hand")
+    try:
+        if folder is None:
+            config.unlink(missing_ok=True)
+            return config
+        path = resolved(folder)
+        if not path.is_dir():
+            raise InputError(f"no folder {path}: give the folder that holds the corpora (e.g. reuters21578/)")
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f"# mtc's user settings (python -m mtc.data root FOLDER writes this file)\n"
+                          f"[data]\nroot = {toml_string(str(path))}\n", encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"cannot write {config}: {error}") from None
+    return config
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: quotes, backslashes and control characters escaped."""
+    escaped = (char if char >= " " and char not in '"\\\x7f' else f"\\u{ord(char):04x}" for char in text)
+    return f'"{"".join(escaped)}"'
 
 
 def file_checksum(path: Path, algorithm: str) -> str:
