@@ -65,6 +65,11 @@ class ParentClosed(Exception):
     batch's runs were not written."""
 
 
+class RunIdTaken(Exception):
+    """A run id of a batch is the id of another run already stored (the parent's, or any run
+    that is not the batch's own): none of the batch's runs were written."""
+
+
 def is_sql_store(tracking_uri: str) -> bool:
     return tracking_uri.split(":", 1)[0].split("+", 1)[0] in SQL_SCHEMES
 
@@ -130,10 +135,11 @@ def upload_files(artifact_uri: str, record: RunRecord) -> None:
 
 def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord],
               upload: Callable[[str, RunRecord], None] = upload_files, ids: list[str] | None = None) -> list[str]:
-    """The SQL route: files first (``upload(artifact_uri, record)``), then every row in one
-    transaction, the parent's status read last inside it and locked (SQLite: the transaction
-    holds the write lock; PostgreSQL: FOR SHARE on the parent's row), so the driver cannot close
-    the parent between the check and the commit. ``ids``: the runs' ids (default: new uuids)."""
+    """The SQL route: the rows checked as MLflow checks them, then the files
+    (``upload(artifact_uri, record)``), then every row in one transaction, the parent's status
+    read last inside it and locked (SQLite: the transaction holds the write lock; PostgreSQL:
+    FOR SHARE on the parent's row), so the driver cannot close the parent between the check and
+    the commit. ``ids``: the runs' ids (default: new uuids)."""
     import sqlalchemy as sa
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
     from mlflow.utils.uri import append_to_uri_path
@@ -141,9 +147,9 @@ def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord
     location = store.get_experiment(experiment_id).artifact_location
     ids = ids or [uuid.uuid4().hex for _ in records]
     uris = [append_to_uri_path(location, run_id, store.ARTIFACTS_FOLDER_NAME) for run_id in ids]
+    rows = sql_rows(store, experiment_id, ids, uris, records)  # validated before any file is written
     for uri, record in zip(uris, records):
         upload(uri, record)
-    rows = sql_rows(store, experiment_id, ids, uris, records)
     with store.ManagedSessionMaker(read_only=False) as session:
         for model, table_rows in zip((SqlRun, SqlTag, SqlParam, SqlMetric, SqlLatestMetric), rows):
             if table_rows:
@@ -155,6 +161,59 @@ def write_sql(store, experiment_id: str, parent_id: str, records: list[RunRecord
     if status != "RUNNING":
         raise ParentClosed(f"parent run {parent_id} is {status}")
     return ids
+
+
+def stored_runs(store, experiment_id: str, parent_id: str, ids: list[str], records: list[RunRecord]) -> list[bool]:
+    """Which of a batch's runs the store holds already, written by an earlier sending of the same
+    batch whose answer was lost: a stored run with the record's id, experiment, name, start and
+    end, and its tags.
+
+    Parameters
+    ----------
+    store : mlflow.store.tracking.sqlalchemy_store.SqlAlchemyStore
+        The SQL store.
+    experiment_id, parent_id : str
+        The batch's experiment and parent run.
+    ids : list of str
+        The runs' ids, chosen by the client.
+    records : list of RunRecord
+        The runs, in the order of ``ids``.
+
+    Returns
+    -------
+    list of bool
+        Per run, whether it is stored.
+
+    Raises
+    ------
+    RunIdTaken
+        A stored run has one of the ids but is not that record's run (the parent, a run of
+        another batch or experiment): the batch must not be acknowledged, nor its files written
+        into that run's folder.
+    """
+    import sqlalchemy as sa
+    from mlflow.store.tracking.dbmodels.models import SqlRun, SqlTag
+    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+
+    with store.ManagedSessionMaker() as session:
+        found = {row.run_uuid: row for row in session.execute(
+            sa.select(SqlRun.run_uuid, SqlRun.experiment_id, SqlRun.name, SqlRun.start_time, SqlRun.end_time)
+            .where(SqlRun.run_uuid.in_(ids)))}
+        tags: dict[str, dict[str, str]] = {}
+        for run_id, key, value in session.execute(sa.select(SqlTag.run_uuid, SqlTag.key, SqlTag.value)
+                                                  .where(SqlTag.run_uuid.in_(list(found)))):
+            tags.setdefault(run_id, {})[key] = value
+    for run_id, record in zip(ids, records):
+        row = found.get(run_id)
+        if row is None:
+            continue
+        same = (str(row.experiment_id), row.name, row.start_time, row.end_time) == \
+            (experiment_id, record.name, record.start_ms, record.end_ms) and \
+            {**record.tags, MLFLOW_RUN_NAME: record.name}.items() <= tags.get(run_id, {}).items()
+        if not same:
+            whose = "the parent run's" if run_id == parent_id else "another run's"
+            raise RunIdTaken(f"run id {run_id} is already {whose} id; nothing written")
+    return [run_id in found for run_id in ids]
 
 
 def sql_rows(store, experiment_id: str, ids: list[str], uris: list[str], records: list[RunRecord]) -> tuple:

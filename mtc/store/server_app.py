@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+from collections import Counter
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
@@ -78,6 +79,9 @@ def may_write_runs() -> bool:
     return basic_auth._authorize_create_in_experiment(experiment_id, basic_auth.RESOURCE_TYPE_RUN, [update_runs])
 
 
+INT64 = range(-2**63, 2**63)  # MLflow's steps and times: BIGINT columns
+
+
 class BadBatch(ValueError):
     """A request body that is not a batch of runs."""
 
@@ -89,9 +93,11 @@ class NotServed(Exception):
 
 def write_batch():
     """POST ``{"experiment_id", "parent_id", "runs": [...]}`` (``run_writer.batch_payload``):
-    200 with the run ids (also when a retried request finds them written); 409 when the parent
-    is no longer RUNNING (nothing written); 400 for a malformed body, a parent that is not in
-    the experiment or an experiment that is not active; 501 for a batch the server does not
+    200 with the run ids once every run of the batch is stored (a request sent again after a
+    lost answer finds its runs and writes nothing twice: write_unstored); 409 when the parent
+    is no longer RUNNING (nothing written); 400, in one line, for a malformed body, an id that
+    is already another run's (run_writer.RunIdTaken: the parent's, say), a parent that is not
+    in the experiment or an experiment that is not active; 501 for a batch the server does not
     write (NotServed). Every answer carries ``run_writer.BATCH_HEADER``, so that the client can
     tell it from a server without the route. Behind basic auth, MLflow's app has answered
     401/403 before this runs for a sender who may not write these runs (may_write_runs)."""
@@ -115,13 +121,11 @@ def write_batch():
         parent = store.get_run(parent_id)
         if parent.info.experiment_id != experiment_id:
             raise BadBatch(f"parent run {parent_id} is not in experiment {experiment_id}")
-        if already_written(store, ids):
-            return answer(200, run_ids=ids)
-        if parent.info.status != "RUNNING":  # checked again inside the transaction; no files for nothing
-            raise run_writer.ParentClosed(f"parent run {parent_id} is {parent.info.status}")
-        ids = run_writer.write_sql(store, experiment_id, parent_id, records, upload=served_upload, ids=ids)
+        write_unstored(store, experiment_id, parent, ids, records)
     except BadBatch as error:
         return answer(400, error_code="INVALID_PARAMETER_VALUE", message=str(error))
+    except run_writer.RunIdTaken as error:
+        return answer(400, error_code="RESOURCE_ALREADY_EXISTS", message=str(error))
     except run_writer.ParentClosed as error:
         return answer(409, error_code="PARENT_CLOSED", message=str(error))
     except NotServed as error:
@@ -130,8 +134,45 @@ def write_batch():
         return answer(507, error_code="INTERNAL_ERROR", message=full_disk(error) or f"{type(error).__name__}: {error}")
     except MlflowException as error:  # a missing parent or experiment (400, not the 404 of a missing route)
         status = error.get_http_status_code()
-        return answer(400 if status == 404 else status, error_code=error.error_code, message=error.message)
+        return answer(400 if status == 404 else status, error_code=error.error_code, message=one_line(error))
     return answer(200, run_ids=ids)
+
+
+def write_unstored(store, experiment_id: str, parent, ids: list[str], records: list[run_writer.RunRecord]) -> None:
+    """Write the batch's runs that the store does not hold yet (run_writer.stored_runs, which
+    raises RunIdTaken for an id of another run before any file is written). When a sending of
+    the same batch commits while this one is being written (the client sent it again before the
+    first had finished), this one's INSERT fails on the run ids: the batch stands if every run
+    is now stored as the batch's."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import IntegrityError
+
+    parent_id = parent.info.run_id
+    stored = run_writer.stored_runs(store, experiment_id, parent_id, ids, records)
+    unstored = [i for i, done in enumerate(stored) if not done]
+    if not unstored:
+        return
+    if parent.info.status != "RUNNING":  # checked again inside the transaction; no files for nothing
+        raise run_writer.ParentClosed(f"parent run {parent_id} is {parent.info.status}")
+    try:
+        run_writer.write_sql(store, experiment_id, parent_id, [records[i] for i in unstored], upload=served_upload,
+                             ids=[ids[i] for i in unstored])
+    except MlflowException as error:
+        if not isinstance(error.__cause__, IntegrityError) or \
+                not all(run_writer.stored_runs(store, experiment_id, parent_id, ids, records)):
+            raise
+
+
+def one_line(error) -> str:
+    """An MlflowException's message in one line; a database error as the database's own first
+    line, without the statement, parameters and names that SQLAlchemy and the driver add."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    cause = error.__cause__
+    if isinstance(cause, SQLAlchemyError):
+        detail = str(getattr(cause, "orig", None) or cause).strip().splitlines()[0]
+        return f"the tracking database refused the batch ({detail}); no run written"
+    return " ".join(str(error.message).split())
 
 
 def check_served(store) -> None:
@@ -146,18 +187,6 @@ def check_served(store) -> None:
         raise NotServed("workspaces are enabled")
     if os.environ.get(SERVE_ARTIFACTS_ENV_VAR) != "true" or os.environ.get(ARTIFACTS_ONLY_ENV_VAR) == "true":
         raise NotServed("this server does not serve artifacts (--serve-artifacts), or serves only them")
-
-
-def already_written(store, ids: list[str]) -> bool:
-    """True when the batch's runs exist: the answer to an earlier sending of this request was
-    lost (the batch is one transaction, so its first run stands for all)."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        store.get_run(ids[0])
-    except MlflowException:
-        return False
-    return True
 
 
 def parsed_batch(body) -> tuple[str, str, list[str], list[run_writer.RunRecord]]:
@@ -180,6 +209,16 @@ def parsed_batch(body) -> tuple[str, str, list[str], list[run_writer.RunRecord]]
         raise BadBatch(f"not a batch of runs ({type(error).__name__}: {error})") from None
     if any(record.status not in ("FINISHED", "FAILED") for record in records):
         raise BadBatch("a run's status must be FINISHED or FAILED")
+    twice = [(run_id, count) for run_id, count in Counter(ids).items() if count > 1]
+    if twice:
+        raise BadBatch(f"run id {twice[0][0]} is given to {twice[0][1]} runs of the batch")
+    for record in records:
+        numbers = [("start_ms", record.start_ms), ("end_ms", record.end_ms),
+                   *((f"the step of metric {key!r}", step) for key, _, step in record.metrics)]
+        outside = [(what, value) for what, value in numbers if value not in INT64]
+        if outside:
+            raise BadBatch(f"run {record.name!r}: {outside[0][0]} {outside[0][1]} is outside the 64-bit integers "
+                           "the store keeps")
     return experiment_id, parent_id, ids, records
 
 
