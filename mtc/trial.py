@@ -6,6 +6,7 @@ accuracy, NMI, ARI or purity), clusters named by index and no reference matrix."
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +14,7 @@ from sklearn.base import clone
 
 from mtc.config import RESERVED_PARAMS, Trial
 from mtc.methods.base import MultiTaskClusterer
+from mtc.methods.validation import DegenerateFitWarning
 from mtc.metrics import METRIC_NAMES, clusters_in_class_order, score_task
 from mtc.numerics.cache import Cache
 from mtc.numerics.heap import keep_freed_memory
@@ -182,7 +184,9 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     keep_freed_memory()
     solver = trial_solver(prototype, trial, cache)
     start = time.perf_counter()
-    solver.fit(dataset.matrices)
+    with warnings.catch_warnings():  # recorded as degenerate/<task> and degenerate_tasks instead
+        warnings.simplefilter("ignore", DegenerateFitWarning)
+        solver.fit(dataset.matrices)
     fit_seconds = time.perf_counter() - start
     trace = np.asarray(solver.objective_trace_, dtype=float)
     labels = [np.asarray(l) for l in solver.labels_]
@@ -190,6 +194,7 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     metrics = task_metrics(dataset, labels) if dataset.labelled else {}
     metrics.update(label_free_metrics(dataset, labels, trace, trial.seed))
     metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
+                    "degenerate_tasks": float(np.count_nonzero(solver.degenerate_)),
                     "converged": float(solver.converged_), "fit_seconds": fit_seconds})
     for name, value in record.scalars.items():
         metrics.update(scalar_metrics(name, value, names))

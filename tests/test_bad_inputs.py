@@ -206,7 +206,7 @@ LIBRARY_CASES = [
     ("SymmetricNMF(n_clusters=2).fit([X[0], X])", lambda: SymmetricNMF(n_clusters=2).fit([X[0], X]),
      InputError, "task 0: expected a 2-D matrix, got 1-D"),
     ("SMTNMF(n_clusters=2).fit([-X, X])", lambda: SMTNMF(n_clusters=2).fit([-X, X]),
-     InputError, "task 0: this method needs non-negative data, found negative entries"),
+     InputError, "task 0: SMTNMF needs non-negative data (its derivation assumes it), which this task is not; for your own tables set data.params.scale=minmax"),
     ("KernelKMeans(n_init=0)", lambda: KernelKMeans(n_clusters=2, n_init=0).fit([X, X]),
      InvalidParameterError, "The 'n_init' parameter of KernelKMeans must be an int in the range [1, inf)"),
     ("SymmetricNMF(n_clusters=2, route='dense').fit([2 sparse tasks of 200,000 rows])",

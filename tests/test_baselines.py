@@ -13,7 +13,7 @@ from mtc.numerics.snmf import hals_half_step, penalised_objective, penalty_weigh
 
 # Planted Gaussian clusters have signed, dense features: methods that need non-negative sparse
 # data (SMT-NMF's term-sharing affinity) are tested on their own data in their test files.
-METHODS = {name: cls for name, cls in method_configs().items() if not cls.requires_nonnegative}
+METHODS = {name: cls for name, cls in method_configs().items() if not cls.input_needs}
 # ASI read as LSSMTC's subspace term alone minimises ||XW - PM'|| over orthonormal W: it seeks
 # the directions of least within-cluster spread (or null(X), or MALSAR's first l columns), not
 # the ones that separate clusters, so it is not expected to recover planted clusters; its

@@ -31,7 +31,7 @@ def test_markdown_labels_both_selections_and_counts_failures(records):
     assert "uses labels" in text and "without labels" in text
     assert "| a | 0.8000 ± 0.1414 |" in text
     assert "1 trial(s) failed" in text
-    assert grid_csv(summarize(records)).splitlines()[0].startswith("point,n_runs,n_failed,acc/a mean")
+    assert grid_csv(summarize(records)).splitlines()[0].startswith("point,n_runs,n_failed,n_degenerate,acc/a mean")
 
 
 def test_no_finished_trial_is_an_error():
@@ -144,7 +144,7 @@ samples per task: t 4
     assert NO_LABELS == ("The data has no labels (no accuracy, NMI, ARI or purity): grid points are chosen by the "
                          "label-free criteria only.")
     assert grid_csv(summaries).splitlines()[0] == (
-        "point,n_runs,n_failed,objective/final mean,objective/final std,objective/relative mean,"
+        "point,n_runs,n_failed,n_degenerate,objective/final mean,objective/final std,objective/relative mean,"
         "objective/relative std,silhouette/mean mean,silhouette/mean std,silhouette/t mean,silhouette/t std,"
         "stability/mean mean,stability/mean std")
     # no silhouette point (a single cluster in a run of every point): the report says why, without the per-task table

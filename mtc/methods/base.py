@@ -17,7 +17,8 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.memory import Shapes, check_fit_memory
-from mtc.methods.validation import check_n_clusters, check_objective_finite, check_tasks
+from mtc.methods.validation import (check_input_needs, check_n_clusters, check_objective_finite, check_tasks, degenerate_tasks,
+                                   warn_degenerate)
 from mtc.numerics.affinity import AFFINITIES
 from mtc.numerics.convergence import STOPPING_RULES, SingleFit, summed_traces
 from mtc.numerics.snmf import UPDATE_RULES
@@ -39,6 +40,10 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
 
     Set by the platform, never by a method config: ``n_clusters`` (from the dataset) and
     ``random_state`` (the trial's seed).
+
+    Every fit sets ``degenerate_`` (one bool per task: fewer distinct clusters in its labels
+    than asked, e.g. every sample in one cluster), records it as the per-task scalar
+    ``degenerate`` and warns (``DegenerateFitWarning``) when any task is.
     """
 
     _parameter_constraints: dict = {
@@ -46,7 +51,9 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
         # scikit-learn's and numpy's legacy seeding (silhouette sampling, k-means starts) take 0 .. 2**32 - 1
         "random_state": [None, Interval(Integral, 0, MAX_SEED, closed="both"), np.random.Generator],
     }
-    requires_nonnegative = False
+    # What input the solver's derivation needs, from INPUT_NEEDS (e.g. "non_negative"): fit refuses
+    # data without it, and a sweep refuses it before Ray starts, naming the scale that gives it.
+    input_needs: frozenset[str] = frozenset()
     # Why the solver needs the same number of clusters in every task ("" if it does not): said in
     # the InputError that fit raises, and that a sweep raises on its data before it runs.
     equal_clusters_reason = ""
@@ -54,12 +61,16 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
     def fit(self, tasks, y=None):
         """Fit on a list of task matrices (rows = samples, one shared feature space)."""
         self._validate_params()
-        matrices = check_tasks(tasks, nonnegative=self.requires_nonnegative)
+        matrices = check_tasks(tasks)
+        check_input_needs(type(self), matrices)
         n_clusters = check_n_clusters(self.n_clusters, matrices, type(self).__name__, self.equal_clusters_reason)
         check_fit_memory(self, Shapes.of(matrices, n_clusters))  # refused in one line before it allocates
         self.record_ = FitRecord()
         self._fit(matrices, n_clusters, np.random.default_rng(self.random_state))
         check_objective_finite(type(self).__name__, self.objective_trace_, matrices)
+        self.degenerate_ = degenerate_tasks(self.labels_, n_clusters)
+        self.record_.scalars["degenerate"] = self.degenerate_.astype(float)  # metrics degenerate/<task>
+        warn_degenerate(type(self).__name__, self.degenerate_, self.labels_, n_clusters)
         return self
 
     def fit_predict(self, tasks, y=None):

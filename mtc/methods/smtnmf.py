@@ -357,7 +357,7 @@ class SMTNMF(MultiTaskClusterer):
         "tol": [NON_NEGATIVE], "max_iter": [AT_LEAST_ONE], "route": [StrOptions(set(ROUTES))],
         "cache": [None, Cache],
     }
-    requires_nonnegative = True  # D >= 0 (edge weights, Eq. 3.7)
+    input_needs = frozenset({"non_negative"})  # D >= 0 (edge weights, Eq. 3.7)
     equal_clusters_reason = "V's k columns are shared across tasks"
 
     def __init__(self, n_clusters=2, lambda_intra=1.0, lambda_inter=0.5, normalize="none", self_loops=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,10 +12,13 @@ from mtc.errors import InputError
 
 
 MAX_ABS_VALUE = 1e100  # squares and inner products of larger values overflow float64 (1.8e308)
+# A task whose largest |x| is below this underflows in the solvers' products of products (X X^T X ~ 1e-150,
+# squared reconstructions ~ 1e-100 and their eps guards of 1e-10 to 1e-16 swamp them): every sample looks alike.
+MIN_ABS_VALUE = 1e-50
 OBJECTIVE_LIMIT = 1e300  # an objective this large is one product away from overflow: its iterates are not to be trusted
 
 
-def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True) -> list:
+def check_tasks(tasks, *, accept_sparse: bool = True) -> list:
     """Validate a list of task matrices (rows = samples) that share one feature space.
 
     Returns float64 matrices (CSR when sparse and `accept_sparse`, dense otherwise).
@@ -42,13 +46,35 @@ def check_tasks(tasks, *, nonnegative: bool = False, accept_sparse: bool = True)
         if values.size and np.abs(values).max() > MAX_ABS_VALUE:
             raise InputError(f"task {t}: values up to {np.abs(values).max():.3g} overflow float64 in the solvers' "
                              f"products (X X^T, W H); rescale the data (|x| <= {MAX_ABS_VALUE:.0e})")
-        if nonnegative and (values < 0).any():
-            raise InputError(f"task {t}: this method needs non-negative data, found negative entries")
+        largest = float(np.abs(values).max()) if values.size else 0.0
+        if largest < MIN_ABS_VALUE:
+            raise InputError(f"task {t}: " + ("every entry is 0: nothing to cluster" if largest == 0 else
+                             f"the largest |x| is {largest:.3g}: the solvers' products underflow float64 at that "
+                             f"scale and every sample looks alike; rescale the data (e.g. divide each task by its "
+                             f"largest entry, or data.params.scale=max_abs for files)"))
         checked.append(X)
     dims = [X.shape[1] for X in checked]
     if len(set(dims)) != 1:
         raise InputError(f"ragged feature dimensions across tasks: {dims}")
     return checked
+
+
+# What a solver's derivation may need of its input (MultiTaskClusterer.input_needs): the test a
+# task matrix must pass, what it means, and the data.params.scale that gives it to a table.
+INPUT_NEEDS = {
+    "non_negative": (lambda values: not (values < 0).any(), "non-negative data", "minmax"),
+}
+
+
+def check_input_needs(solver: type, matrices: list) -> None:
+    """One InputError naming the first task that lacks an input need of ``solver`` (its class)
+    and the scale that would give it; also run by a sweep on its data before Ray starts."""
+    for need in sorted(solver.input_needs):
+        test, meaning, scale = INPUT_NEEDS[need]
+        for t, X in enumerate(matrices):
+            if not test(X.data if sp.issparse(X) else np.asarray(X)):
+                raise InputError(f"task {t}: {solver.__name__} needs {meaning} (its derivation assumes it), which "
+                                 f"this task is not; for your own tables set data.params.scale={scale}")
 
 
 def check_n_clusters(n_clusters, matrices: list, solver: str = "", equal: str = "") -> list[int]:
@@ -97,3 +123,23 @@ def check_objective_finite(solver: str, trace, matrices: list) -> None:
         raise InputError(f"{solver}: the objective became {trace[bad[0]]:.3g} at iteration {bad[0]} (largest |x| in the "
                          f"data is {largest:.3g}): this method's products overflow float64 at that scale; "
                          "rescale the data (e.g. divide by its largest entry)")
+
+
+class DegenerateFitWarning(UserWarning):
+    """A fit put a task into fewer clusters than asked (``degenerate_``)."""
+
+
+def degenerate_tasks(labels: list, n_clusters: list[int]) -> np.ndarray:
+    """Per task, whether its labels use fewer distinct clusters than it was asked for: one
+    cluster for every sample (constant labels), or some clusters left empty. Such a
+    clustering scores like chance and must never be chosen as an answer."""
+    return np.array([np.unique(np.asarray(pred)).size < k for pred, k in zip(labels, n_clusters)])
+
+
+def warn_degenerate(solver: str, degenerate: np.ndarray, labels: list, n_clusters: list[int]) -> None:
+    """One DegenerateFitWarning naming the degenerate tasks and their cluster counts."""
+    if degenerate.any():
+        found = ", ".join(f"task {t}: {np.unique(labels[t]).size} of {n_clusters[t]}"
+                          for t in np.flatnonzero(degenerate))
+        warnings.warn(f"{solver}: degenerate clustering, fewer clusters than asked ({found}); its scores are "
+                      "those of a collapse (check the data's scale)", DegenerateFitWarning, stacklevel=3)

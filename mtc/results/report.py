@@ -8,6 +8,9 @@ Choices of grid point, labelled as such in every table:
   clusters on the input (``silhouette``), the highest agreement (ARI) between the labels of
   different seeds (``stability``).
 Data without labels has no accuracy: its report says so and shows the label-free choices only.
+A trial that put a task into fewer clusters than asked is degenerate (``degenerate_tasks`` > 0):
+every label-free criterion is taken over the other trials of a grid point, a point whose every
+trial is degenerate is never chosen without labels, and the report counts them.
 Ties are broken by a stated rule (TIE_RULES) and reported. The std is the sample standard
 deviation (ddof=1, as MATLAB's std) over the seeds.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +37,9 @@ CRITERIA = {"acc": ("acc/mean", 1), "objective": ("objective/final", -1), "objec
             "silhouette": ("silhouette/mean", 1), "stability": ("stability/mean", 1)}
 TIE_RULES = {"acc": "the higher mean nmi_max, then the first in grid order"}
 TIE_RULE = "the first in grid order"
+DEGENERATE = "degenerate_tasks"  # trial metric: tasks with fewer distinct clusters than asked
+COLLAPSE_CAUSE = ("likely cause: the features' scale (one column much larger than the others; for your own tables "
+                  "see data.params.scale) or values too small or too alike to separate")
 NO_LABELS = ("The data has no labels (no accuracy, NMI, ARI or purity): grid points are chosen by the label-free "
              "criteria only.")
 
@@ -52,32 +58,54 @@ class TrialRecord:
 
 @dataclass
 class PointSummary:
-    """One grid point of a sweep: its finished and failed trials, and the mean and std (ddof=1)
-    over seeds of every metric."""
+    """One grid point of a sweep: its finished, failed and degenerate trials, the mean and std
+    (ddof=1) over seeds of every metric, and ``label_free``: the label-free criteria's means
+    over its finished trials that are not degenerate (what those criteria choose by)."""
 
     point: str
     n_runs: int
     n_failed: int
     mean: dict[str, float]
     std: dict[str, float]
+    n_degenerate: int = 0
+    label_free: dict[str, float] = field(default_factory=dict)
+
+
+def is_degenerate(metrics: dict[str, float]) -> bool:
+    """Whether a trial put a task into fewer clusters than asked (runs logged before the flag
+    existed count as not degenerate)."""
+    return metrics.get(DEGENERATE, 0.0) > 0
 
 
 def summarize(records: list[TrialRecord]) -> list[PointSummary]:
-    """Mean and std of every metric over the finished trials of each grid point."""
+    """Mean and std of every metric over the finished trials of each grid point; the
+    label-free criteria also over its trials that are not degenerate."""
     by_point: dict[str, list[TrialRecord]] = {}
     for record in records:
         by_point.setdefault(record.point, []).append(record)
+    label_free_keys = [key for selection, (key, _) in CRITERIA.items() if selection != "acc"]
     summaries = []
     for point, group in sorted(by_point.items()):
         ok = [r.metrics for r in group if r.status == "FINISHED"]
+        kept = [m for m in ok if not is_degenerate(m)]
         keys = sorted(set().union(*ok)) if ok else []
         values = {k: np.array([m[k] for m in ok if k in m]) for k in keys}
         summaries.append(PointSummary(
             point, len(ok), len(group) - len(ok),
             {k: float(v.mean()) for k, v in values.items()},
             {k: float(v.std(ddof=1)) if v.size > 1 else 0.0 for k, v in values.items()},
+            len(ok) - len(kept),
+            {k: float(np.mean([m[k] for m in kept if k in m])) for k in label_free_keys
+             if any(k in m for m in kept)},
         ))
     return summaries
+
+
+def criterion_value(summary: PointSummary, selection: str) -> float:
+    """The value ``selection`` chooses by: the mean over every finished trial for ``acc``, over
+    the trials that are not degenerate for a label-free criterion (NaN when there is none)."""
+    key = CRITERIA[selection][0]
+    return (summary.mean if selection == "acc" else summary.label_free).get(key, np.nan)
 
 
 def ranked(summaries: list[PointSummary], selection: str) -> tuple[list[PointSummary], int]:
@@ -86,12 +114,13 @@ def ranked(summaries: list[PointSummary], selection: str) -> tuple[list[PointSum
     ordered by the rule."""
     if selection not in CRITERIA:
         raise ValueError(f"unknown selection {selection!r}; choose one of {tuple(SELECTIONS)}")
-    key, sign = CRITERIA[selection]
-    scored = [s for s in summaries if s.n_runs > 0 and np.isfinite(s.mean.get(key, np.nan))]
+    sign = CRITERIA[selection][1]
+    value = {s.point: criterion_value(s, selection) for s in summaries}
+    scored = [s for s in summaries if s.n_runs > 0 and np.isfinite(value[s.point])]
     order = {s.point: i for i, s in enumerate(summaries)}
     second = (lambda s: -s.mean.get("nmi_max/mean", 0.0)) if selection == "acc" else (lambda s: 0.0)
-    by_value = sorted(scored, key=lambda s: (-sign * s.mean[key], second(s), order[s.point]))
-    top = [s for s in by_value if np.isclose(s.mean[key], by_value[0].mean[key], rtol=1e-12, atol=0.0)]
+    by_value = sorted(scored, key=lambda s: (-sign * value[s.point], second(s), order[s.point]))
+    top = [s for s in by_value if np.isclose(value[s.point], value[by_value[0].point], rtol=1e-12, atol=0.0)]
     return sorted(top, key=lambda s: (second(s), order[s.point])) + by_value[len(top):], len(top)
 
 
@@ -109,6 +138,8 @@ def why_no_point(summaries: list[PointSummary], selection: str) -> str:
     (a sweep older than it) or is NaN in a run of every grid point (the silhouette of a task
     predicted as a single cluster)."""
     key = CRITERIA[selection][0]
+    if collapsed(summaries):
+        return "every trial is degenerate: fewer clusters than asked in a task"
     if selection == "stability":
         return "it needs the labels of two seeds or more of the same data at a grid point"
     if any(key in summary.mean for summary in summaries):
@@ -133,11 +164,29 @@ def with_stability(summaries: list[PointSummary], labels: dict[str, list[list[np
     for summary in summaries:
         runs = labels.get(summary.point, [])
         if len(runs) > 1:
-            summary.mean["stability/mean"] = float(np.mean(
+            summary.mean["stability/mean"] = summary.label_free["stability/mean"] = float(np.mean(
                 [np.mean([adjusted_rand_score(a[t], b[t]) for a, b in combinations(runs, 2)])
                  for t in range(len(runs[0]))]))
             summary.std["stability/mean"] = 0.0
     return summaries
+
+
+def collapsed(summaries: list[PointSummary]) -> bool:
+    """Whether every finished trial of the sweep is degenerate (and there is one)."""
+    runs = sum(s.n_runs for s in summaries)
+    return runs > 0 and sum(s.n_degenerate for s in summaries) == runs
+
+
+def degenerate_note(summaries: list[PointSummary], method: str = "the method") -> str:
+    """The report's line on degenerate trials ("" when there is none)."""
+    runs, degenerate = sum(s.n_runs for s in summaries), sum(s.n_degenerate for s in summaries)
+    if not degenerate:
+        return ""
+    if degenerate == runs:
+        return (f"**{method} collapsed on this data: all {runs} trials are degenerate** (a task in fewer clusters "
+                f"than asked); no grid point is chosen without labels. {COLLAPSE_CAUSE[0].upper()}{COLLAPSE_CAUSE[1:]}.")
+    return (f"**{degenerate} of {runs} trials degenerate** (a task in fewer clusters than asked): the label-free "
+            f"choices leave them out (metric {DEGENERATE}, tag mtc.degenerate on their MLflow runs).")
 
 
 def task_table(summary: PointSummary, task_names: list[str], metrics=METRIC_NAMES) -> str:
@@ -192,7 +241,8 @@ def label_free_table(summaries: list[PointSummary], labelled: bool = True) -> st
                          f"{chosen.mean['nmi_max/mean']:.4f} |")
         else:
             key = CRITERIA[selection][0]
-            lines.append(f"| {label} | `{chosen.point}` | {chosen.n_runs} | {key} | {chosen.mean[key]:.6g} |")
+            lines.append(f"| {label} | `{chosen.point}` | {chosen.n_runs - chosen.n_degenerate} | {key} | "
+                         f"{criterion_value(chosen, selection):.6g} |")
     return "\n".join(lines)
 
 
@@ -217,10 +267,13 @@ def label_free_parts(summaries: list[PointSummary], task_names: list[str]) -> li
 
 
 def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str], data_note: str = "",
-                    labelled: bool = True) -> str:
+                    labelled: bool = True, method: str = "the method") -> str:
     """The sweep's report.md: the best point by accuracy and the label-free choices, or for
-    data without labels (``labelled`` false) the label-free choices only, said in one line."""
+    data without labels (``labelled`` false) the label-free choices only, said in one line;
+    degenerate trials counted first (``degenerate_note``)."""
     parts = [f"# {title}", ""] + ([data_note, ""] if data_note else [])
+    degenerate = degenerate_note(summaries, method)
+    parts += [degenerate, ""] if degenerate else []
     parts += accuracy_parts(summaries, task_names) if labelled else label_free_parts(summaries, task_names)
     parts += [note for note in (tie_note(summaries, s) for s in SELECTIONS if s != "acc") if note]
     failed = sum(s.n_failed for s in summaries)
@@ -234,8 +287,9 @@ def grid_csv(summaries: list[PointSummary]) -> str:
     keys = sorted(set().union(*(s.mean for s in summaries)))
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["point", "n_runs", "n_failed"] + [f"{k} {stat}" for k in keys for stat in ("mean", "std")])
+    writer.writerow(["point", "n_runs", "n_failed", "n_degenerate"] +
+                    [f"{k} {stat}" for k in keys for stat in ("mean", "std")])
     for s in summaries:
-        writer.writerow([s.point, s.n_runs, s.n_failed] +
+        writer.writerow([s.point, s.n_runs, s.n_failed, s.n_degenerate] +
                         [f"{getattr(s, stat).get(k, float('nan')):.6g}" for k in keys for stat in ("mean", "std")])
     return out.getvalue()

@@ -2,6 +2,7 @@
 tables: seeds done of all, sweeps done (a study), Tune trials running, failed and retried, and
 tqdm's rate and ETA. Failed counts seeds: fits that raised, seeds whose runs could not be
 logged (a full disk), and the seeds of Tune trials whose worker died more often than retried.
+Degenerate counts the finished seeds whose fit put a task into fewer clusters than asked.
 ``sweep.verbose=1`` or higher gives Ray Tune's own output back."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class ProgressLine(Callback):
         for batch, sweep in (sweep_of or {}).items():
             self.left[sweep] = self.left.get(sweep, 0) + 1
         self.bar = None
-        self.failed = self.retried = 0
+        self.failed = self.retried = self.degenerate = 0
         self.postfix = ""
 
     def seeds(self, trial) -> int:
@@ -37,6 +38,8 @@ class ProgressLine(Callback):
     def on_step_end(self, iteration, trials, **info):
         running = sum(trial.status == "RUNNING" for trial in trials)
         postfix = f"running {running}, failed {self.failed}, retried {self.retried}"
+        if self.degenerate:
+            postfix += f", degenerate {self.degenerate}"
         if self.sweep_of:
             done = sum(left == 0 for left in self.left.values())
             postfix = f"sweeps {done}/{len(self.left)}, {postfix}"
@@ -50,6 +53,7 @@ class ProgressLine(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.failed += result.get("failed_seeds", 0)  # fits that raised, seeds whose runs could not be logged
+        self.degenerate += result.get("degenerate_seeds", 0)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.ended(trial)
