@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from mtc import CONF_DIR
-from mtc.data.spec import DataSpec, data_spec
+from mtc.data.spec import DataSpec, data_spec, with_scale
 from mtc.errors import InputError
 
 if typing.TYPE_CHECKING:
@@ -507,6 +507,8 @@ def settings(cfg: DictConfig, check_method: bool = True) -> Settings:
     check_known_keys(cfg)
     method = method_spec(cfg, check_method)
     data = data_spec(cfg.data)
+    if data.builder == "files":  # scale=auto: the measured default for the method's input needs
+        data = with_scale(data, method.solver.input_needs)
     seed = non_negative_int(cfg.get("seed", 0), "seed")
     sweep, ray = sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg)
     if method.n_points * sweep.repeats > MAX_TRIALS:

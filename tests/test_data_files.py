@@ -107,7 +107,7 @@ def dense(X):
 def test_every_format_gives_the_tasks_it_holds(tmp_path, fmt, labelled):
     label_column = FORMATS[fmt][2]
     params = {"label_column": label_column} if labelled else {"n_clusters": [2, 3]}
-    dataset = files.build_files(write_tasks(tmp_path, fmt, labelled), **params)
+    dataset = files.build_files(write_tasks(tmp_path, fmt, labelled), scale="none", **params)
     assert dataset.task_names == ["task1", "task2"]
     assert [t.X.shape for t in dataset.tasks] == [(6, 4), (5, 4)]
     np.testing.assert_array_equal(dense(dataset.tasks[0].X), X1)
@@ -129,13 +129,14 @@ def test_a_task_column_splits_one_file_in_order_of_appearance(tmp_path):
     frame["site"] = ["north", "south", "north", "south", "south", "north", "north"]
     frame["label"] = [3, 1, 1, 3, 2, 3, 1]
     frame.to_parquet(tmp_path / "all.parquet")
-    dataset = files.build_files([str(tmp_path / "all.parquet")], task_column="site", label_column="label")
+    dataset = files.build_files([str(tmp_path / "all.parquet")], task_column="site", label_column="label",
+                                 scale="none")
     assert dataset.task_names == ["north", "south"]
     np.testing.assert_array_equal(dataset.tasks[0].X, [[0, 1], [4, 5], [10, 11], [12, 13]])
     assert dataset.tasks[0].class_names == ("1", "3") and dataset.tasks[1].class_names == ("1", "2", "3")
     assert dataset.n_clusters == [2, 3]
     np.testing.assert_array_equal(dataset.tasks[1].y, [0, 2, 1])
-    unlabelled = files.build_files([str(tmp_path / "all.parquet")], task_column="site", n_clusters=2)
+    unlabelled = files.build_files([str(tmp_path / "all.parquet")], task_column="site", n_clusters=2, scale="none")
     assert unlabelled.n_features == 3 and unlabelled.n_clusters == [2, 2]  # the label column is a feature
 
 
@@ -191,7 +192,7 @@ def test_n_clusters_is_one_count_or_one_per_task_and_the_classes_by_default(tmp_
 
 def test_the_cache_is_hit_on_a_second_load_and_missed_after_a_file_changes(tmp_path, monkeypatch):
     paths = write_tasks(tmp_path, "csv", labelled=True)
-    params = {"paths": paths, "label_column": "label"}
+    params = {"paths": paths, "label_column": "label", "scale": "none"}
     first = load_dataset("mine", "files", params, cache_dir=str(tmp_path / "cache"))
     assert [p.name for p in (tmp_path / "cache").glob("*.npz")] == [f"mine-{first.meta['cache_key']}.npz"]
     build = files.build_files
@@ -223,7 +224,7 @@ def test_a_cached_files_dataset_is_recognised_without_pandas_or_scikit_learn(tmp
 
 
 def test_tasks_without_labels_are_cached_without_labels(tmp_path, monkeypatch):
-    params = {"paths": write_tasks(tmp_path, "csv", labelled=False), "n_clusters": [2, 3]}
+    params = {"paths": write_tasks(tmp_path, "csv", labelled=False), "n_clusters": [2, 3], "scale": "none"}
     first = load_dataset("mine", "files", params, cache_dir=str(tmp_path / "cache"))
     monkeypatch.setattr(files, "build_files", lambda **kwargs: pytest.fail("rebuilt although cached"))
     again = load_dataset("mine", "files", params, cache_dir=str(tmp_path / "cache"))

@@ -36,6 +36,7 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import load_files, load_svmlight_file
 
+from mtc.data.scaling import AUTO, check_scale, default_scale, scaled
 from mtc.data.sources import resolved
 from mtc.data.text import vectorize_tasks
 from mtc.errors import InputError
@@ -45,6 +46,7 @@ TEXT_FORMATS = {".csv": "CSV", ".tsv": "TSV", ".svm": "svmlight", ".svmlight": "
 FORMATS = {**TEXT_FORMATS, **{suffix + packed: kind for suffix, kind in TEXT_FORMATS.items() for packed in (".gz", ".bz2")},
            ".parquet": "Parquet", ".npy": "NumPy", ".npz": "NumPy archive", ".mat": "MATLAB"}
 SCIPY_SPARSE_NPZ = {"format", "shape", "data"}  # in every file scipy.sparse.save_npz writes
+LABEL_LIKE = ("label", "labels", "class", "classes", "target", "y", "category")  # column names that hint at labels
 
 
 class FileProblem(ValueError):
@@ -431,9 +433,26 @@ def raise_problems(problems: list[str]) -> None:
         raise InputError("\n".join(problems))
 
 
+def label_like_note(contents: dict[Path, Contents], label_column: str | None) -> list[str]:
+    """One note when a feature column is named like a label (LABEL_LIKE) and is not the label column."""
+    found = sorted({column for c in contents.values() for column in c.columns or ()
+                    if column.strip().lower() in LABEL_LIKE and column != label_column})
+    if not found:
+        return []
+    return [f"feature column(s) {names(found)} look like labels but are clustered as features; if they are the "
+            f"classes, set data.params.label_column={found[0]}"]
+
+
+def scaled_parts(parts: list[Part], scale: str, scale_fit: str) -> list[Part]:
+    """The parts' features after ``data.params.scale`` (mtc.data.scaling)."""
+    matrices = scaled([part.X for part in parts], scale, scale_fit)
+    return [Part(part.name, part.source, X, part.labels) for part, X in zip(parts, matrices)]
+
+
 def build_files(paths: list[str], *, task_column: str | None = None, label_column: str | None = None,
                 n_clusters: int | list[int] | None = None, data_variable: str | None = None,
-                text: dict | None = None, drop_empty: bool = True) -> MultiTaskDataset:
+                text: dict | None = None, drop_empty: bool = True, scale: str = AUTO,
+                scale_fit: str = "pooled") -> MultiTaskDataset:
     """Tasks from the user's files, every file checked first.
 
     Parameters
@@ -458,12 +477,20 @@ def build_files(paths: list[str], *, task_column: str | None = None, label_colum
         ``mtc.data.text.vectorize_tasks`` settings for text folders (conf/text/default.yaml).
     drop_empty : bool, default=True
         Drop documents left without a kept term.
+    scale : str, default="auto"
+        What is done to the features of tables and arrays (mtc.data.scaling.SCALES); ``auto``:
+        the measured default for a method that takes any input (a sweep replaces ``auto`` by
+        the default for its method's input needs before it loads). Text folders take ``auto``
+        or ``none`` only: their pipeline already gives tf-idf rows of unit norm.
+    scale_fit : {"pooled", "per_task"}, default="pooled"
+        What a column scaler is fitted on: every task's rows together, or each task's own.
 
     Returns
     -------
     MultiTaskDataset
-        Named ``files``; its tasks have labels or none (``labelled``); text folders add
-        ``n_terms`` and ``dropped_empty`` to its ``meta``.
+        Named ``files``; its tasks have labels or none (``labelled``); its ``meta`` holds the
+        ``scale`` and ``scale_fit`` applied, and ``notes`` (a feature column named like a
+        label); text folders add ``n_terms`` and ``dropped_empty``.
 
     Raises
     ------
@@ -492,12 +519,18 @@ def build_files(paths: list[str], *, task_column: str | None = None, label_colum
                          f"({', '.join(map(str, folders))}); give folders of documents or feature files, not both")
     meta = {"builder": "files"}
     if folders:
+        if scale not in (AUTO, "none"):
+            raise InputError(f"data.params.scale={scale}: text folders are vectorised by their own pipeline (tf-idf, "
+                             f"rows of unit norm; data.params.text); leave scale at auto or none")
         parts, text_meta = text_parts(read, text or {}, drop_empty)
-        meta.update(text_meta)
+        meta.update(text_meta, scale="text pipeline (tf-idf, unit rows)", scale_fit="pooled")
     else:
         read = align_svmlight(read)
         raise_problems(alignment_problems(read))
+        scale = default_scale(()) if scale == AUTO else scale
+        check_scale(scale, scale_fit, [c.X for c in read.values()])
         parts = file_parts(read)
+        meta.update(scale=scale, scale_fit=scale_fit, notes=label_like_note(read, label_column))
     seen = {}
     for part in parts:
         if part.name in seen:
@@ -509,6 +542,8 @@ def build_files(paths: list[str], *, task_column: str | None = None, label_colum
         problems += [f"{part.source}: task {part.name!r} has no labels but {parts[labelled.index(True)].name!r} has; "
                      f"give every task labels or none" for part, has in zip(parts, labelled) if not has]
     raise_problems(problems)
+    if not folders:  # every file checked first: the problems above name the files as read
+        parts = scaled_parts(parts, scale, scale_fit)
     tasks = []
     for part, k in zip(parts, cluster_counts(n_clusters, parts)):
         try:

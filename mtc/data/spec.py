@@ -10,9 +10,10 @@ sample size, the vocabulary built per draw).
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -26,6 +27,7 @@ from mtc.data import (
     load_dataset,
     remembered_hash,
 )
+from mtc.data.scaling import AUTO, default_scale
 from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset
 
@@ -54,6 +56,7 @@ class DataSpec:
             params = {**params, "seed": int(seed)}
         dataset = load_dataset(self.name, self.builder, params, self.root, self.cache_dir)
         check_clusterable(self.name, dataset)
+        say_notes(self.name, dataset.meta.get("notes", ()))
         if not self.categories:
             return dataset
         classes = {c for task in dataset.tasks for c in task.class_names}
@@ -87,6 +90,28 @@ class DataSpec:
             dataset = self.load()
             return {int(seed): dataset for seed in seeds}
         return {int(seed): self.load(seed) for seed in seeds}
+
+
+SAID: set[str] = set()  # notes on the data already printed by this process
+
+
+def say_notes(name: str, notes) -> None:
+    """Print each note on the data (``meta["notes"]``, e.g. a feature column named like a label)
+    once per process, on stderr."""
+    for note in notes:
+        if note not in SAID:
+            SAID.add(note)
+            print(f"note on data {name!r}: {note}", file=sys.stderr)
+
+
+def with_scale(spec: DataSpec, input_needs) -> DataSpec:
+    """``data.params.scale=auto`` of the user's files (``data=files``) replaced by the measured default for a
+    method with ``input_needs`` (mtc.data.scaling.default_scale), in the params that key the
+    cache and in the resolved config that runs record; any other spec as it is."""
+    if spec.params.get("scale", AUTO) != AUTO:
+        return spec
+    params = {**spec.params, "scale": default_scale(input_needs)}
+    return replace(spec, params=params, resolved={**spec.resolved, "params": params})
 
 
 def check_clusterable(name: str, dataset: MultiTaskDataset) -> None:
