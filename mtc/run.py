@@ -14,6 +14,7 @@ from mtc.config import Settings, Trial, settings
 
 def run_once(run: Settings) -> dict[str, float]:
     from mtc.results.plots import readable_files
+    from mtc.results.report import COLLAPSE_CAUSE
     from mtc.store import locks, preflight, tracking
     from mtc.trial import run_trial, trial_params
 
@@ -39,6 +40,11 @@ def run_once(run: Settings) -> dict[str, float]:
             print(f"{name:>16}: " + "  ".join(f"{m}={outcome.metrics[f'{m}/{name}']:.4f}" for m in shown))
         print(f"objective {outcome.metrics['objective/final']:.6g} after {int(outcome.metrics['n_iter'])} iterations; "
               f"MLflow run {mlflow_run.info.run_id} in {run.tracking.uri}")
+        degenerate = [name for name in names if outcome.metrics.get(f"degenerate/{name}")]
+        if degenerate:
+            scale = f"; this run's data.params.scale={run.data.params['scale']}" if "scale" in run.data.params else ""
+            print(f"warning: degenerate clustering: {', '.join(degenerate)} in fewer clusters than asked (scores of a "
+                  f"collapse; {COLLAPSE_CAUSE}{scale})")
     return outcome.metrics
 
 
