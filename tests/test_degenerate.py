@@ -122,3 +122,19 @@ def test_the_report_counts_degenerate_trials():
     assert degenerate_note(summaries).startswith("**4 of 9 trials degenerate**")
     assert "n_degenerate" in grid_csv(summaries).splitlines()[0]
     assert grid_csv(summaries).splitlines()[1].startswith("a,3,0,3,")
+
+
+def test_compare_marks_the_methods_with_degenerate_trials_at_their_point():
+    import pandas as pd
+
+    from mtc.results.compare import score_table
+
+    cells = pd.DataFrame([
+        {"benchmark": "mine", "method": method, "task": task, "metric": "acc", "selection": "acc", "point": "defaults",
+         "mean": mean, "std": 0.01, "n": 10, "degenerate": degenerate, "paper_mean": None, "paper_std": None}
+        for method, mean, degenerate in (("kmeans", 0.9, 0), ("snmf", 0.63, 10), ("mtcmrl", 0.8, 3))
+        for task in ("t1", "mean")])
+    table = score_table(cells, "acc").set_index("method")
+    assert table.degenerate.to_dict() == {"kmeans": "", "mtcmrl": "3 of 10", "snmf": "collapsed"}
+    assert table.loc["snmf", "mean"] == "0.6300 ± 0.0100"  # ranked with its scores, marked
+    assert "degenerate" not in score_table(cells.assign(degenerate=0), "acc")

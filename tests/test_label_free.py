@@ -176,7 +176,7 @@ def test_compare_ranks_by_the_silhouette_when_no_sweep_has_accuracy(swept, capsy
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
-    (["--criterion", "acc"], "error: no finished trial in the finished sweeps of experiment 'mtc': kkm on wine ("),
+    (["--criterion", "acc"], "error: no sweep of experiment 'mtc' has a point to compare: kkm on wine ("),
     (["--criterion", "objective"], "error: --criterion objective: each method minimises its own objective, whose "
                                    "values do not compare across methods; choose one of acc, silhouette"),
     (["--criterion", "stability"], "error: --criterion stability: it is one value per grid point (the ARI between "
