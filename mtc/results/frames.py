@@ -11,7 +11,10 @@
 
 Each takes the store's URI (default: ``sqlite:///mlflow.db`` in the working folder, where
 ``python -m mtc.sweep`` writes) and the experiment (default ``mtc``). Nothing here starts Ray
-or writes to the store.
+or writes to the store (but for pointing a moved local store at its artifacts again,
+mtc.store.relocate): a SQLite store is opened read-only, and a file or database that is not an
+MLflow store is refused (``mtc.errors.InputError``) before MLflow's client, which would write
+its tables into it, opens it (``mtc.results.reading.open_experiment``).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def sweeps(tracking_uri: str = STORE, experiment: str = EXPERIMENT) -> pd.DataFr
     """One row per sweep of the experiment, newest first: ``sweep`` (its name), ``label``,
     ``method``, ``data``, ``benchmark``, ``status``, ``start_time``, ``run_id`` and the parent
     run's metrics (``best_by_acc/acc/mean``, ``failed_trials``, ...)."""
-    client, experiment_id = open_experiment(tracking_uri, experiment)
+    client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     rows = [sweep_row(run) for run in tracking.search_all(client, experiment_id) if is_parent(run)]
     if not rows:
         raise InputError(f"no sweep in experiment {experiment!r} of {tracking_uri}; run one with python -m mtc.sweep")
@@ -86,7 +89,7 @@ def trials(tracking_uri: str = STORE, experiment: str = EXPERIMENT, sweep: str |
         parameters under their own names (numbers where every value is one), ``seed``,
         ``status``, ``run_id``, ``parent_run_id``, then every metric under its MLflow name.
     """
-    client, experiment_id = open_experiment(tracking_uri, experiment)
+    client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     runs = tracking.search_all(client, experiment_id)
     parents = {run.info.run_id: run for run in runs if is_parent(run)}
     wanted = {sweep} if isinstance(sweep, str) else set(sweep or [])
@@ -140,7 +143,7 @@ def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) 
     """Every grid point of one sweep (by name or parent run id), as its report's ``grid.csv``:
     ``point``, ``n_runs``, ``n_failed``, and ``<metric> mean`` / ``<metric> std`` of every
     metric, with ``stability/mean`` when every seed clustered the same data."""
-    client, experiment_id = open_experiment(tracking_uri, experiment)
+    client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     parent = find_parent(client, experiment_id, sweep)
     records = trial_records(client, experiment_id, parent.info.run_id)
     tasks = task_names(records)
@@ -157,7 +160,7 @@ def chosen(tracking_uri: str = STORE, experiment: str = EXPERIMENT, benchmarks: 
     ones of ``mtc.results.report.SELECTIONS``) of the newest finished sweep of every benchmark
     and method, as ``mtc.results.compare`` chooses them: ``benchmark``, ``method``,
     ``selection``, ``point``, ``n_runs``, then the mean of every metric at that point."""
-    client, experiment_id = open_experiment(tracking_uri, experiment)
+    client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     found, _ = finished_sweeps(client, experiment_id, benchmarks, methods, criterion=None)
     rows = [{"benchmark": sweep.benchmark, "method": sweep.method, "selection": selection, "point": summary.point,
              "n_runs": summary.n_runs, **summary.mean}
@@ -175,5 +178,5 @@ def comparison(tracking_uri: str = STORE, experiment: str = EXPERIMENT, metric: 
     as on the command line."""
     check_metric(metric)
     check_criterion(criterion)
-    client, experiment_id = open_experiment(tracking_uri, experiment)
+    client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     return read_comparison(client, experiment_id, metric, benchmarks, methods, criterion)
