@@ -76,6 +76,7 @@ from mtc.results.size_curves import draw_size_curves, size_curve_frame, size_tab
 from mtc.store import preflight
 
 PUBLISHED = Path(__file__).parents[1] / "published_results.csv"  # the papers' numbers, mtc/published_results.csv
+PUBLISHED_COLUMNS = ("paper", "table", "benchmark", "method", "task", "metric", "mean", "std")
 LABEL_FREE = tuple(selection for selection in SELECTIONS if selection != BEST)
 RANKING = (BEST, NO_LABELS_BEST)  # the selections that can rank methods (--criterion)
 NOT_RANKING = {  # why the other selections cannot
@@ -132,8 +133,30 @@ class Comparison:
 def load_published(path: Path) -> pd.DataFrame:
     """Published numbers, one row per (benchmark, method, task, metric): where several papers
     print the same cell the first row of the file is kept. Methods of ours only (a ``paper:``
-    method has no config here)."""
-    published = pd.read_csv(path, dtype={"benchmark": str, "method": str, "task": str, "metric": str})
+    method has no config here).
+
+    Raises
+    ------
+    InputError
+        The file is missing or not a CSV of PUBLISHED_COLUMNS: a column missing, a row without
+        its benchmark, method, task or metric, a mean or std that is not a number.
+    """
+    if not Path(path).is_file():
+        raise InputError(f"--published {path}: missing file")
+    try:
+        published = pd.read_csv(path, dtype={"benchmark": str, "method": str, "task": str, "metric": str})
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise InputError(f"--published {path}: not a readable CSV ({' '.join(str(error).split())})") from None
+    missing = [column for column in PUBLISHED_COLUMNS if column not in published.columns]
+    values = published.reindex(columns=["mean", "std"])
+    numbers = values.apply(pd.to_numeric, errors="coerce")
+    bad = (published.reindex(columns=["benchmark", "method", "task", "metric"]).isna().any(axis=1)
+           | numbers["mean"].isna() | (numbers["std"].isna() & values["std"].notna()))
+    if missing or bad.any():
+        where = f"no column {', '.join(missing)}" if missing else \
+            f"line {bad.to_numpy().argmax() + 2} lacks a name or a number"
+        raise InputError(f"--published {path}: {where}; expected the columns {', '.join(PUBLISHED_COLUMNS)}, "
+                         "a number in mean and a number or nothing in std")
     published = published[~published.method.str.startswith("paper:")]
     published = published.drop_duplicates(["benchmark", "method", "task", "metric"], keep="first")
     return published.assign(paper_table=published.paper + " " + published.table).rename(
@@ -786,10 +809,11 @@ def read_comparison(client, experiment_id: str, metric: str = BEST, benchmarks: 
     """The comparison of the experiment's newest finished sweeps, in memory (what ``compare``
     writes and ``mtc.results.comparison`` returns); ``criterion`` None: accuracy, or silhouette
     when no sweep has accuracy (``comparison_criterion``)."""
+    numbers = load_published(published)  # a bad file is found before the sweeps are read
     sweeps, notes = finished_sweeps(client, experiment_id, benchmarks, methods, criterion)
     criterion = criterion or comparison_criterion([sweep.points for sweep in sweeps])
     metric = criterion_metric(criterion, metric)
-    return build_comparison(sweeps, notes, metric, load_published(published), criterion)
+    return build_comparison(sweeps, notes, metric, numbers, criterion)
 
 
 def write_outputs(comparison: Comparison, metric: str, out: Path, source: str) -> list[Path]:
