@@ -38,7 +38,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import yaml
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from mtc import CONF_DIR
 from mtc.cli import Composer, fail
@@ -73,9 +75,12 @@ class Study:
 
 
 def study_path(name: str) -> Path:
-    """conf/study/<name>.yaml, or ``name`` itself when it is a YAML file."""
+    """conf/study/<name>.yaml, or ``name`` itself when it is the path of a YAML file (it ends
+    in .yaml or .yml, or has a folder in it): InputError when that file is missing."""
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
+    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        if not path.is_file():
+            raise InputError(f"missing study file {path}" if not path.exists() else f"study {path} is not a file")
         return path
     path = STUDY_DIR / f"{name}.yaml"
     if not path.is_file():
@@ -110,12 +115,30 @@ def compare_spec(entry: dict, where: str) -> CompareSpec:
                        entry.get("metric") or "acc")
 
 
+def study_config(path: Path) -> dict:
+    """A study file's mapping; InputError, in one line, for a file that is not YAML or whose
+    top level is not a mapping."""
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"study file {path}: cannot read it ({' '.join(str(error).split())})") from None
+    except (yaml.YAMLError, OmegaConfBaseException) as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or " ".join(str(error).split())
+        raise InputError(f"study file {path}: not valid YAML ({problem}{where})") from None
+    if not isinstance(config, dict):
+        raise InputError(f"study file {path}: expected a mapping of include, sweeps and compare, "
+                         f"got a {type(config).__name__}")
+    return config
+
+
 def load_study(name: str, seen: tuple[str, ...] = ()) -> Study:
     """The study and, first, every study it includes (each sweep and compare once)."""
     path = study_path(name)
     if path.stem in seen:
         raise InputError(f"study {path.stem!r} includes itself ({' -> '.join([*seen, path.stem])})")
-    config = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    config = study_config(path)
     sweeps, compares = [], []
     for included in config.get("include") or []:
         inner = load_study(included, (*seen, path.stem))
