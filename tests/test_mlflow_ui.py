@@ -1,7 +1,8 @@
 """What a person sees in MLflow's UI after a sweep, read as the UI reads it: through the REST
 API of a real ``mlflow server`` on the sweep's store (run names, params, metric names, the
-labels' cluster names) and through the links the sweep prints (the query parameters the runs
-page reads, replayed as the UI's own search request)."""
+labels' cluster names, the parent's summary table), through the links the sweep prints (the
+view the trials link opens, replayed as the UI's own search request) and, where Chromium is
+installed, through the runs page itself as a headless browser renders it."""
 
 import contextlib
 import csv
@@ -9,20 +10,24 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
 
 from mtc.cli import compose_config
-from mtc.config import settings
+from mtc.config import Trial, settings
 from mtc.metrics import METRIC_NAMES
 from mtc.stack.loopback import free_port, wait_for_port
-from mtc.store import tracking
+from mtc.store import run_writer, tracking
 from mtc.sweep.driver import report_done, run_sweep
+from mtc.trial import TrialOutcome
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +136,9 @@ def test_children_log_sample_counts_as_params_and_the_documented_metrics(sweep):
                              tracking.OBJECTIVE_TRACE}  # docs/architecture.md; MTCMRL's record has no scalars
     for summary in child_runs(result, server):
         run = server.get("/api/2.0/mlflow/runs/get", run_id=summary["info"]["run_id"])["run"]
-        assert metrics_of(run) == documented  # no n_samples/<task> metric: no sample-count charts
+        # no n_samples/<task> metric (no sample-count charts); the degenerate tasks' counts, where logged
+        assert documented <= metrics_of(run) <= documented | {f"degenerate/{task}" for task in TASKS} | {
+            tracking.DEGENERATE_TASKS}
         params = params_of(run)
         assert {params[f"n_samples.{task}"] for task in TASKS} == {str(SAMPLES_PER_TASK)}
     history = server.get("/api/2.0/mlflow/metrics/get-history", run_id=summary["info"]["run_id"],
@@ -139,8 +146,30 @@ def test_children_log_sample_counts_as_params_and_the_documented_metrics(sweep):
     assert [m["step"] for m in history] == sorted(m["step"] for m in history) and history[0]["step"] == 0
 
 
-def test_the_printed_links_open_the_sweeps_children_flat_and_best_first(sweep):
-    result, printed, server = sweep
+def trials_view(result, server: Server) -> dict:
+    """The sweep's trials view, as the runs page reads it: the experiment's tag
+    ``mlflow.sharedViewState.<parent run id>``, parsed."""
+    experiment = server.get("/api/2.0/mlflow/experiments/get", experiment_id=result.experiment_id)["experiment"]
+    tags = {tag["key"]: tag["value"] for tag in experiment["tags"]}
+    return json.loads(tags[f"mlflow.sharedViewState.{result.parent_run_id}"])
+
+
+def test_verbose_0_prints_the_start_line_and_one_result_line(sweep):
+    result, printed, _ = sweep
+    best = result.best["acc"]
+    assert printed.splitlines() == [
+        f"sweep mtcmrl-synthetic: {4 * REPEATS} trials (0 already finished), MLflow parent run {result.parent_run_id}",
+        f"sweep mtcmrl-synthetic: {4 * REPEATS} trials, best acc/mean {best.mean['acc/mean']:.4f} at {best.point}; "
+        f"report {result.output_dir}/report.md; MLflow trials: "
+        f"{tracking.trials_link(result.tracking_uri, result.experiment_id, result.parent_run_id)} after: mlflow ui "
+        f"--backend-store-uri {result.tracking_uri}"]
+
+
+def test_the_printed_links_open_the_sweeps_children_flat_best_first_with_the_metric_shown(sweep, capsys):
+    result, _, server = sweep
+    report_done(result, verbose=1)  # the report and the three links
+    printed = capsys.readouterr().out
+    assert result.markdown in printed
     links = printed_links(printed)
     runs_page = f"/experiments/{result.experiment_id}/runs"
     assert urlsplit(links["MLflow runs"]).fragment == f"{runs_page}?workflowType=machine_learning"
@@ -149,21 +178,101 @@ def test_the_printed_links_open_the_sweeps_children_flat_and_best_first(sweep):
     assert "acc/mean" in label
     route, _, query = urlsplit(url).fragment.partition("?")  # the UI's hash route and its query parameters
     assert route == runs_page
-    query = {key: value for key, [value] in parse_qs(query, strict_parsing=True).items()}
-    assert query == {"searchFilter": f"tags.`mlflow.parentRunId` = '{result.parent_run_id}'",
-                     "orderByKey": "metrics.`acc/mean`", "orderByAsc": "false", "workflowType": "machine_learning"}
+    # the share key alone: with any search parameter in the URL, the page ignores the stored view
+    assert parse_qs(query, strict_parsing=True) == {"viewStateShareKey": [result.parent_run_id],
+                                                    "workflowType": ["machine_learning"]}
+    view = trials_view(result, server)
+    assert view["searchFilter"] == f"tags.`mlflow.parentRunId` = '{result.parent_run_id}'"
+    assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`acc/mean`", False)
+    # the sort metric first among the shown columns, then the other means (degenerate_tasks where the trials
+    # log it) and the grid's and seed's params, in the run names' order
+    logged = metrics_of(child_runs(result, server)[0])
+    assert view["selectedColumns"] == [
+        *(f"metrics.`{key}`" for key in ("acc/mean", "nmi/mean", "ari/mean", "silhouette/mean", "objective/final",
+                                         tracking.DEGENERATE_TASKS, "n_iter", "fit_seconds") if key in logged),
+        *(f"params.`{key}`" for key in sorted(GRID)), "params.`seed`"]
+    assert view["columnOrder"] == ["duration", *view["selectedColumns"]]
     # the runs page's own request: filter = searchFilter, order_by = orderByKey + " DESC"
-    shown = server.search(result.experiment_id, query["searchFilter"], [f"{query['orderByKey']} DESC"])
+    shown = server.search(result.experiment_id, view["searchFilter"], [f"{view['orderByKey']} DESC"])
     assert {run["info"]["run_id"] for run in shown} == {run["info"]["run_id"] for run in child_runs(result, server)}
     accuracy = [next(m["value"] for m in run["data"]["metrics"] if m["key"] == "acc/mean") for run in shown]
     assert accuracy == sorted(accuracy, reverse=True)
+    for column in view["selectedColumns"]:  # every shown column has a value in every run
+        kind, name = column.split(".", 1)
+        assert all(name.strip("`") in {item["key"] for item in run["data"][kind]} for run in shown)
 
 
-def test_without_accuracy_the_children_link_sorts_by_the_silhouette(sweep, capsys):
+def test_without_accuracy_the_trials_link_sorts_by_the_silhouette(sweep, capsys):
     result, _, _ = sweep
-    report_done(replace(result, best={key: point for key, point in result.best.items() if key != "acc"}))
-    url = next(url for label, url in printed_links(capsys.readouterr().out).items() if label.startswith("MLflow trials"))
-    assert parse_qs(urlsplit(url).fragment.partition("?")[2])["orderByKey"] == ["metrics.`silhouette/mean`"]
+    report_done(replace(result, best={key: point for key, point in result.best.items() if key != "acc"}), verbose=1)
+    label = next(label for label in printed_links(capsys.readouterr().out) if label.startswith("MLflow trials"))
+    assert "best silhouette/mean first" in label
+    view = json.loads(tracking.trials_view("p", "silhouette/mean", ["metrics.`silhouette/mean`"]))
+    assert view["orderByKey"] == "metrics.`silhouette/mean`" and view["selectedColumns"][0] == view["orderByKey"]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium (apt-get install chromium)")
+def test_the_trials_link_shows_the_sorted_metric_without_a_click_in_a_browser(sweep):
+    """The runs page as Chromium renders it: the shared view's notice, the sweep's runs only,
+    and the metric columns in the view's order, the sort metric first (the grid renders the
+    columns that fit in the window)."""
+    result, _, server = sweep
+    url = tracking.trials_link(result.tracking_uri, result.experiment_id, result.parent_run_id)
+    url = url.replace("http://127.0.0.1:5000", server.base)
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
+                              f"--user-data-dir={profile}", "--window-size=1600,900", "--virtual-time-budget=20000",
+                              "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
+    assert "You're viewing a shared view" in dom and f"<strong>{4 * REPEATS}</strong> matching runs" in dom
+    cells = [dict(re.findall(r'(aria-colindex|col-id)="([^"]*)"', tag)) for tag in re.findall(r"<div [^>]*>", dom)]
+    header = {int(cell["aria-colindex"]): cell["col-id"] for cell in cells if {"aria-colindex", "col-id"} <= set(cell)}
+    shown = [header[index] for index in sorted(header) if header[index].startswith(("duration", "metrics."))]
+    assert shown[:4] == ["duration", "metrics.`acc/mean`", "metrics.`nmi/mean`", "metrics.`ari/mean`"]
+
+
+def test_the_parent_shows_its_chosen_points_as_a_table(sweep):
+    result, _, server = sweep
+    parent = server.get("/api/2.0/mlflow/runs/get", run_id=result.parent_run_id)["run"]
+    tags = {tag["key"]: tag["value"] for tag in parent["data"]["tags"]}
+    assert {"path": "summary.json", "type": "table"} in json.loads(tags["mlflow.loggedArtifacts"])
+    table = json.loads(server.get("/get-artifact", path="summary.json", run_uuid=result.parent_run_id))
+    assert table["columns"] == ["metric", *(f"best by {selection}" for selection in result.best)]
+    rows = {row[0]: row[1:] for row in table["data"]}
+    assert rows["point"] == [summary.point for summary in result.best.values()]
+    assert rows["finished runs"] == [str(REPEATS)] * len(result.best)
+    acc = result.best["acc"]
+    assert rows["acc/mean"][0] == f"{acc.mean['acc/mean']:.4g} ± {acc.std['acc/mean']:.2g}"
+    assert {"nmi/mean", "silhouette/mean", "objective/final", "n_iter"} <= set(rows)
+    # the best points' means stay parent metrics too: mtc.results reads them (mtc.results.sweeps)
+    assert {m["key"]: m["value"] for m in parent["data"]["metrics"]}["best_by_acc/acc/mean"] == acc.mean["acc/mean"]
+
+
+def outcome_with(metrics: dict[str, float]) -> TrialOutcome:
+    """A handcrafted fit of one task of three samples."""
+    return TrialOutcome(metrics, np.array([2.0, 1.0]), {}, [np.array([0, 0, 1])], {}, True, {"t0": 3}, [["0", "1"]])
+
+
+@pytest.mark.parametrize("path", ["batch", "log_trial"])
+def test_a_run_with_a_degenerate_task_is_tagged_so(tmp_path, path):
+    client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = tracking.ensure_experiment(client, "t", str(tmp_path / "artifacts"))
+    parent = client.create_run(experiment).info.run_id
+    tags = {}
+    for name, metrics in {"two": {"acc/mean": 0.5, tracking.DEGENERATE_TASKS: 2.0},
+                          "none": {"acc/mean": 0.9, tracking.DEGENERATE_TASKS: 0.0},
+                          "unsaid": {"acc/mean": 0.9}}.items():
+        outcome, config = outcome_with(metrics), {"seed": 0, "method": "m"}
+        if path == "batch":  # a sweep's runs (run_writer.write_runs)
+            record = tracking.trial_record(parent, Trial({"n": name}, 0), {}, 0, outcome, config, ["t0"])
+            [run_id] = run_writer.write_runs(client, experiment, parent, [record])
+        else:  # python -m mtc.run's run
+            run = client.create_run(experiment)
+            run_id = run.info.run_id
+            tracking.log_trial(client, run_id, run.info.artifact_uri, outcome, config, ["t0"])
+        tags[name] = client.get_run(run_id).data.tags.get("mtc.degenerate")
+    assert tags == {"two": "true", "none": None, "unsaid": None}
+    found = client.search_runs([experiment], "tags.`mtc.degenerate` = 'true'")
+    assert [run.data.metrics[tracking.DEGENERATE_TASKS] for run in found] == [2.0]
 
 
 def test_labels_csv_names_each_cluster_as_the_matrix_csvs_do(sweep):

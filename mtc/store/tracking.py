@@ -38,6 +38,15 @@ OBJECTIVE_TRACE = "objective/trace"
 CHART_POINTS = 100  # steps of the objective trace logged as metric rows, at most (chart_steps)
 TRIAL_ARTIFACT = "trial.npz"  # one compressed file per trial: labels, every trace, matrices, config
 UI_WORKFLOW = "machine_learning"  # the UI's "Model training" mode (its default is "genai"), as a link parameter
+# On a child run whose fit left a task with fewer distinct clusters than asked (its trial's metric
+# DEGENERATE_TASKS > 0): "true", so that such runs are found by a filter (tags.`mtc.degenerate` = 'true').
+DEGENERATE_TAG, DEGENERATE_TASKS = "mtc.degenerate", "degenerate_tasks"
+# MLflow 3.17's runs page restores a view (its filter, sort and shown columns) from the experiment
+# tag VIEW_TAG_PREFIX + <key> when its URL has ``viewStateShareKey=<key>`` and none of the search
+# parameters (its useSharedExperimentViewState); a sweep's trials view is keyed by its parent run's id.
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+SUMMARY_TABLE = "summary.json"  # the parent run's chosen points as a table (MLflow's logged-table JSON)
+LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # MLflow's list of a run's table artifacts, as log_table keeps it
 
 
 def client_for(tracking_uri: str):
@@ -338,10 +347,18 @@ def write_trial_files(folder: Path, outcome, trial_config: dict, task_names: lis
         extra_files(folder)
 
 
+def degenerate_tags(metrics: dict[str, float]) -> dict[str, str]:
+    """DEGENERATE_TAG for a trial whose metrics count degenerate tasks (DEGENERATE_TASKS > 0),
+    else no tag."""
+    return {DEGENERATE_TAG: "true"} if metrics.get(DEGENERATE_TASKS, 0) > 0 else {}
+
+
 def trial_record(parent_id: str, trial, tags: dict, start_ms: int, outcome, trial_config: dict,
                  task_names: list[str], extra_files: Callable[[Path], None] | None = None) -> RunRecord:
-    """A fitted trial's FINISHED child run, ready for mtc.store.run_writer.write_runs."""
-    return RunRecord(trial.name, trial_tags(parent_id, trial, tags), trial_param_values(outcome, trial_config),
+    """A fitted trial's FINISHED child run, ready for mtc.store.run_writer.write_runs (tagged
+    DEGENERATE_TAG when a task of its fit is degenerate)."""
+    return RunRecord(trial.name, {**trial_tags(parent_id, trial, tags), **degenerate_tags(outcome.metrics)},
+                     trial_param_values(outcome, trial_config),
                      trial_metrics(outcome), "FINISHED", start_ms, int(time.time() * 1000),
                      lambda folder: write_trial_files(folder, outcome, trial_config, task_names, extra_files))
 
@@ -357,14 +374,15 @@ def failed_record(parent_id: str, trial, tags: dict, start_ms: int, error: BaseE
 
 def log_trial(client, run_id: str, artifact_uri: str, outcome, trial_config: dict, task_names: list[str],
               extra_files: Callable[[Path], None] | None = None) -> None:
-    """Log one trial into an open run (mtc.run's): params and metrics (trial_metrics) in one
-    ``log_batch``, then its files (write_trial_files). A sweep's trials go through
-    trial_record and run_writer.write_runs instead, a batch at a time."""
+    """Log one trial into an open run (mtc.run's): params, metrics (trial_metrics) and
+    DEGENERATE_TAG (degenerate_tags) in one ``log_batch``, then its files (write_trial_files).
+    A sweep's trials go through trial_record and run_writer.write_runs instead, a batch at a time."""
     import mlflow.entities as entities
 
     now = int(time.time() * 1000)
     client.log_batch(run_id, metrics=[entities.Metric(k, v, now, step) for k, v, step in trial_metrics(outcome)],
-                     params=[entities.Param(k, v) for k, v in trial_param_values(outcome, trial_config).items()])
+                     params=[entities.Param(k, v) for k, v in trial_param_values(outcome, trial_config).items()],
+                     tags=[entities.RunTag(k, v) for k, v in degenerate_tags(outcome.metrics).items()])
     with tempfile.TemporaryDirectory() as tmp:
         write_trial_files(Path(tmp), outcome, trial_config, task_names, extra_files)
         artifact_repository(client, artifact_uri).log_artifacts(tmp)
@@ -443,10 +461,27 @@ def block_stem(name: str, row_group: str, col_group: str) -> str:
     return f"{name}_{groups}" if groups else name
 
 
+def summary_table(best: dict, failed: int) -> dict:
+    """The chosen points as a table in MLflow's logged-table JSON (pandas' ``split`` orient, as
+    ``MlflowClient.log_table`` writes it): a column per selection ("best by acc", ...), a row
+    for the point, its finished runs, the sweep's failed trials and each mean metric
+    ("mean +- std" over seeds, 4 significant digits)."""
+    keys = sorted({key for summary in best.values() for key in summary.mean
+                   if key.endswith("/mean") or key in ("objective/final", "n_iter", "fit_seconds", DEGENERATE_TASKS)})
+    rows = [["point", *(summary.point for summary in best.values())],
+            ["finished runs", *(str(summary.n_runs) for summary in best.values())],
+            ["failed trials (sweep)", *(str(failed) for _ in best)]]
+    rows += [[key, *(f"{summary.mean[key]:.4g} ± {summary.std.get(key, 0.0):.2g}" if key in summary.mean else ""
+                     for summary in best.values())] for key in keys]
+    return {"columns": ["metric", *(f"best by {selection}" for selection in best)], "data": rows}
+
+
 def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: str, grid: dict) -> None:
-    """Best-point means as parent metrics ("best_by_<selection>/<metric>/mean"), points as
-    tags, the report as the run's description (the MLflow UI shows it on the run's page)
-    and the swept values as params ``swept.<key>``."""
+    """Best-point means as parent metrics ("best_by_<selection>/<metric>/mean", read by
+    mtc.results), points as tags, the report as the run's description (the MLflow UI shows it on
+    the run's page), the swept values as params ``swept.<key>`` and the chosen points as the
+    table SUMMARY_TABLE (summary_table), which the UI shows as a table among the run's
+    artifacts (the metrics' charts have one point each)."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
@@ -457,35 +492,70 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
                     for key, value in summary.mean.items() if key.endswith("/mean")]
         tags.append(RunTag(f"mtc.best_by_{selection}", summary.point))
     tags.append(RunTag("mlflow.note.content", report))
+    parent = client.get_run(parent_id)
+    tables = json.loads(parent.data.tags.get(LOGGED_ARTIFACTS_TAG, "[]"))
+    if {"path": SUMMARY_TABLE, "type": "table"} not in tables:
+        tags.append(RunTag(LOGGED_ARTIFACTS_TAG, json.dumps([*tables, {"path": SUMMARY_TABLE, "type": "table"}])))
+    with tempfile.TemporaryDirectory() as tmp:  # written whole (log_table would append to a resumed sweep's)
+        path = Path(tmp) / SUMMARY_TABLE
+        path.write_text(json.dumps(summary_table(best, failed)))
+        client.log_artifact(parent_id, str(path))
     params = [Param(f"swept.{key}", json.dumps(values)[:6000]) for key, values in sorted(grid.items())]
-    existing = client.get_run(parent_id).data.params  # a resumed sweep logged them already
+    existing = parent.data.params  # a resumed sweep logged them already
     client.log_batch(parent_id, metrics=metrics, tags=tags, params=[p for p in params if p.key not in existing])
+
+
+def trials_view(parent_id: str, sort_metric: str, columns: list[str]) -> str:
+    """The runs page's view of a sweep's trials, as the experiment tag VIEW_TAG_PREFIX + the
+    parent's id holds it (JSON): the children alone (``searchFilter`` on PARENT_TAG), best
+    ``sort_metric`` first (``orderByKey``, ``orderByAsc``), and the columns the table shows
+    (``selectedColumns``, the UI's column keys ``metrics.`<name>``` or ``params.`<name>```) in
+    place of its default ones, which leave every metric behind "Show more columns", in this
+    order after Run Name, Created and Duration (``columnOrder``; the UI otherwise sorts a
+    group's columns by name)."""
+    return json.dumps({"searchFilter": f"tags.`{PARENT_TAG}` = '{parent_id}'",
+                       "orderByKey": f"metrics.`{sort_metric}`", "orderByAsc": False,
+                       "selectedColumns": columns, "columnOrder": ["duration", *columns]})
+
+
+def log_trials_view(client, experiment_id: str, parent_id: str, sort_metric: str, params: list[str],
+                    metrics: list[str]) -> None:
+    """Store the sweep's trials view (trials_view) that the printed trials link opens
+    (trials_link): ``sort_metric`` then ``metrics`` and the child runs' ``params`` as columns."""
+    columns = [f"metrics.`{sort_metric}`", *(f"metrics.`{key}`" for key in metrics if key != sort_metric),
+               *(f"params.`{key}`" for key in params)]
+    client.set_experiment_tag(experiment_id, f"{VIEW_TAG_PREFIX}{parent_id}", trials_view(parent_id, sort_metric,
+                                                                                       columns))
+
+
+def ui_base(tracking_uri: str) -> tuple[str, str]:
+    """The UI's address for a store, and how to open it: a tracking server's own address, or
+    ``mlflow ui``'s default for a local store with the command that starts it."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return tracking_uri.rstrip("/"), ""
+    return "http://127.0.0.1:5000", f" after: mlflow ui --backend-store-uri {tracking_uri}"
+
+
+def trials_link(tracking_uri: str, experiment_id: str, parent_id: str) -> str:
+    """The runs page opened on the sweep's trials view (log_trials_view): ``viewStateShareKey``
+    alone, since the page ignores the stored view when the URL has a search parameter."""
+    base, _ = ui_base(tracking_uri)
+    return (f"{base}/#/experiments/{experiment_id}/runs?viewStateShareKey={parent_id}"
+            f"&workflowType={UI_WORKFLOW}")
 
 
 def links(tracking_uri: str, experiment_id: str, parent_id: str, sort_metric: str) -> str:
     """Where a person looks at a sweep, in the tracking server or in ``mlflow ui`` on a local
-    store: the runs table, the parent run, and the sweep's child runs alone, best first.
-
-    The runs table opens with every sweep folded into its parent row. The third link sets the
-    query parameters MLflow's runs page reads (``EXPERIMENT_PAGE_QUERY_PARAM_KEYS`` of its
-    ``useExperimentPageSearchFacets``): ``searchFilter``, a filter on the parent's id in the
-    children's tag PARENT_TAG; ``orderByKey``, the UI's sort key of metric ``sort_metric``
-    (``acc/mean``, or ``silhouette/mean`` for data without labels; the key's name in
-    backticks after ``metrics.``); and ``orderByAsc=false``. The UI nests child runs under
-    their parent only when neither a filter nor a sort other than by date is set (its
-    ``shouldNestChildrenAndFetchParents``), so the children show flat, with the full width of
-    the Run Name column."""
-    from urllib.parse import quote, urlencode
-
-    if tracking_uri.startswith(("http://", "https://")):
-        base, how = tracking_uri.rstrip("/"), ""
-    else:
-        base, how = "http://127.0.0.1:5000", f" after: mlflow ui --backend-store-uri {tracking_uri}"
+    store: the runs table (every sweep folded into its parent row), the parent run, and the
+    sweep's child runs alone, best ``sort_metric`` first, with that metric among the columns
+    shown (trials_link: the view the driver stored when the sweep finished). The child runs
+    show flat, with the full width of the Run Name column: the UI nests them under their
+    parent only when neither a filter nor a sort other than by date is set (its
+    ``shouldNestChildrenAndFetchParents``)."""
+    base, how = ui_base(tracking_uri)
     view = f"?workflowType={UI_WORKFLOW}"  # MLflow 3.17's UI otherwise opens in its GenAI mode
-    children = urlencode({"searchFilter": f"tags.`{PARENT_TAG}` = '{parent_id}'",
-                          "orderByKey": f"metrics.`{sort_metric}`", "orderByAsc": "false",
-                          "workflowType": UI_WORKFLOW}, quote_via=quote)
     runs = f"{base}/#/experiments/{experiment_id}/runs"
+    trials = trials_link(tracking_uri, experiment_id, parent_id)
     return (f"MLflow runs: {runs}{view}{how}\n"
             f"MLflow parent run: {runs}/{parent_id}{view}\n"
-            f"MLflow trials of this sweep, best {sort_metric} first: {runs}?{children}")
+            f"MLflow trials of this sweep, best {sort_metric} first: {trials}")

@@ -49,6 +49,7 @@ from mtc.methods.validation import check_equal_clusters
 from mtc.numerics.cache import Cache
 from mtc.results.reading import chosen_points, point_summaries, records_of
 from mtc.results.report import (
+    CRITERIA,
     PointSummary,
     data_note,
     grid_csv,
@@ -71,6 +72,11 @@ from mtc.trial import trial_params
 
 
 LOST_TAG = "mtc.lost"  # on a FAILED child run that has no result for a reason other than its fit (why)
+# The metrics the trials link shows as columns (mtc.store.tracking.log_trials_view), those the sweep logged
+VIEW_METRICS = ("acc/mean", "nmi/mean", "ari/mean", "silhouette/mean", "objective/final", "degenerate_tasks",
+                "n_iter", "fit_seconds")
+
+
 @dataclass(frozen=True)
 class OpenSweep:
     """A sweep whose parent run exists: the trials still to run and how many are finished."""
@@ -464,7 +470,8 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
     jobs = {o.plan.name: ray.put(sweep_job(o, {key: trials for key, (owner, trials) in batches.items()
                                                if owner == o.plan.name}))
             for o in opened if o.pending}
-    print(f"{sum(len(t) for _, t in batches.values())} trials in {len(batches)} Ray Tune trials, {slots} at a time")
+    if sweep.verbose:  # else a sweep prints its start and its result line (report_done), a study its sweeps'
+        print(f"{sum(len(t) for _, t in batches.values())} trials in {len(batches)} Ray Tune trials, {slots} at a time")
     trainable = tune.with_parameters(sweep_trainable, jobs=jobs, owners=owners)
     trainable = tune.with_resources(trainable, {"cpu": sweep.cpus_per_trial})
     progress = None if sweep.verbose else ProgressLine(
@@ -647,6 +654,9 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
             drawn[point] = path
         tracking.log_sweep_summary(client, parent_id, best, sum(s.n_failed for s in summaries), markdown,
                                    run.method.grid)
+        logged = set().union(*(summary.mean for summary in summaries))
+        tracking.log_trials_view(client, experiment_id, parent_id, sort_metric(best),
+                                 [*sorted(run.method.grid), "seed"], [key for key in VIEW_METRICS if key in logged])
         if sum(r.status == "FINISHED" for r in records) == len(plan.trials):
             client.set_tag(parent_id, ALL_FINISHED_TAG, trials_digest(plan.trials))
         client.set_terminated(parent_id, "FINISHED")
@@ -722,6 +732,7 @@ def drive(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
     plan = replace(plan, run=run) if plan is not None else plan_sweep(run)
     check_plan(plan)  # a rerun of a finished sweep reports from its data too
     plan.output_dir.mkdir(parents=True, exist_ok=True)
+    verbose = run.sweep.verbose
     with locks.driver_locks(plan.output_dir, plan.name, run.tracking.uri):
         stored = None
         if store_has_experiment(run.tracking):
@@ -730,12 +741,13 @@ def drive(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
             stored = reopen_finished(plan, client, experiment_id)
         if stored is not None:
             parent_done = client.get_run(stored.parent_id).info.status == "FINISHED"
-            print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run "
-                  f"{stored.parent_id}; reported from the store (no Ray)")
+            if verbose:  # else its one line says so
+                print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run "
+                      f"{stored.parent_id}; reported from the store (no Ray)")
             if not parent_done:  # its report was interrupted: written now, the parent closed FINISHED
-                return report_done(complete(stored, TunerOutcome(), False))
+                return report_done(complete(stored, TunerOutcome(), False), verbose)
             try:  # a re-report writes nothing to the store: its parent stays FINISHED whatever stops it
-                return report_done(finish_sweep(stored, log=False))
+                return report_done(finish_sweep(stored, log=False), verbose)
             except KeyboardInterrupt as error:
                 stop = as_stopped(error)
                 raise SweepInterrupted(f"{stop.how} while reporting the finished sweep {plan.name} again; its MLflow "
@@ -750,10 +762,39 @@ def drive(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
                     tuner = run_on_ray([opened], cpus, plan.name, plan.output_dir / "ray_results", run)
                 except BaseException as error:  # a stop signal (no report) or an error: Ray stopped, the runs closed
                     raise leave([opened], error) from None
-                return report_done(complete(opened, tuner, True))
+                return report_done(complete(opened, tuner, True), verbose)
 
 
-def report_done(result: SweepResult) -> SweepResult:
+def sort_selection(best: dict) -> str:
+    """The selection whose metric a sweep's trials are sorted by in MLflow: accuracy when the
+    data has labels (an accuracy point was chosen), else the silhouette."""
+    return "acc" if "acc" in best else "silhouette"
+
+
+def sort_metric(best: dict) -> str:
+    """The metric of sort_selection (``acc/mean`` or ``silhouette/mean``)."""
+    return CRITERIA[sort_selection(best)][0]
+
+
+def result_line(result: SweepResult) -> str:
+    """A finished sweep in one line: its trials (or that all had finished before), its best
+    point by sort_metric, its report and the link to its trials in MLflow."""
+    metric, best = sort_metric(result.best), result.best.get(sort_selection(result.best))
+    trials = sum(summary.n_runs + summary.n_failed for summary in result.summaries)
+    done = "" if result.trials_run or result.ray_started else " (all already finished, no Ray)"
+    chosen = f", best {metric} {best.mean[metric]:.4f} at {best.point}" if best is not None else ""
+    _, how = tracking.ui_base(result.tracking_uri)
+    return (f"sweep {Path(result.output_dir).name}: {trials} trials{done}{chosen}; report "
+            f"{Path(result.output_dir) / 'report.md'}; MLflow trials: "
+            f"{tracking.trials_link(result.tracking_uri, result.experiment_id, result.parent_run_id)}{how}")
+
+
+def report_done(result: SweepResult, verbose: int = 1) -> SweepResult:
+    """Print a finished sweep: its report, where it was written and the MLflow links, or with
+    ``verbose`` 0 (``sweep.verbose=0``) one line (result_line)."""
+    if not verbose:
+        print(result_line(result))
+        return result
     print_report(result.markdown, Path(result.output_dir), result.tracking_uri, result.experiment_id,
                  result.parent_run_id, "acc" in result.best)
     return result
