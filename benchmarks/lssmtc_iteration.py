@@ -3,7 +3,7 @@ literal transcription of MALSAR's LSSMTC.m (C = XX' and WW' every iteration, lef
 products), same process, same start; identical labels; peak memory (tracemalloc) of one of
 our iterations against d^2 x 8 bytes.
 
-    MTC_DATA_DIR=/work/shared/data python benchmarks/lssmtc_iteration.py [data ...]
+    MTC_DATA_DIR=../shared/data python benchmarks/lssmtc_iteration.py [data ...]
 """
 
 import sys

@@ -1,9 +1,11 @@
 """The notebook API: examples/notebook.py runs as a script (three real sweeps through
 mtc.sweep.run), and mtc.results' frames give the same numbers as mtc.results.compare's
-cells.csv, the sweep's grid.csv and the runs themselves."""
+cells.csv, the sweep's grid.csv and the runs themselves; and the script prints what
+docs/tutorials/notebook.md shows."""
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ import mtc.results
 import mtc.sweep
 from mtc.errors import InputError
 from mtc.results.compare import compare
+from test_tutorials import NOTEBOOK_PAGE, line_pattern  # the tutorial pages' checks (tests/ is on sys.path)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "notebook.py"
 
@@ -35,6 +38,16 @@ def test_the_example_runs_three_sweeps_and_prints_their_results(store):
     assert "kmeans: 4 trials run, best point by accuracy defaults" in stdout
     assert "snmf: 8 trials run, best point by accuracy update=" in stdout
     assert "a_kmeans" in stdout and "benchmark task" in stdout  # the rank table was printed
+
+
+def test_the_notebook_page_shows_what_the_example_prints(store):
+    _, _, stdout = store
+    shown = [line for block in re.findall(r"^```text\n(.*?)^```$", NOTEBOOK_PAGE.read_text(), re.M | re.S)
+             for line in block.splitlines()]
+    printed = stdout.splitlines()
+    assert len(shown) == len(printed), f"the page shows {len(shown)} lines, the example printed:\n{stdout}"
+    for want, got in zip(shown, printed):
+        assert line_pattern(want, any_number=True).fullmatch(got.strip()), f"shown {want!r}, printed {got!r}"
 
 
 def test_trials_are_one_row_per_run_with_grid_parameters_and_metrics(store):

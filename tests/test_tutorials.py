@@ -13,7 +13,8 @@ stderr together); ``...`` in a shown line stands for any text.
 docs/tutorials/notebook.md shows examples/notebook.py cell by cell (snippets by line range)
 with a ```text block of what the cells print; a fresh run of the script must print those
 lines, one for one, with the same words (column names, row labels, method names) and any
-numbers.
+numbers. That run is tests/test_notebook.py's (its ``store`` fixture runs the script once),
+so the check is there, with ``line_pattern`` and ``NOTEBOOK_PAGE`` from here.
 """
 
 import os
@@ -167,15 +168,3 @@ def test_the_notebook_page_shows_every_cell_of_the_example_once_in_order():
     assert all(script[first - 1].startswith("# %%") for first, _ in ranges), f"a range starts inside a cell: {ranges}"
     left_out = [number for number, line in enumerate(script, 1) if line.strip() and number not in shown]
     assert not left_out, f"examples/notebook.py lines {left_out} are not on docs/tutorials/notebook.md"
-
-
-def test_the_notebook_page_shows_what_the_example_prints(tmp_path):
-    done = subprocess.run([sys.executable, str(NOTEBOOK)], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    shown = [line for block in re.findall(r"^```text\n(.*?)^```$", NOTEBOOK_PAGE.read_text(), re.M | re.S)
-             for line in block.splitlines()]
-    printed = done.stdout.splitlines()
-    assert len(shown) == len(printed), f"the page shows {len(shown)} lines, the example printed:\n{done.stdout}"
-    for want, got in zip(shown, printed):
-        assert line_pattern(want, any_number=True).fullmatch(got.strip()), f"shown {want!r}, printed {got!r}"
