@@ -68,13 +68,17 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
         self.record_ = FitRecord()
         self._fit(matrices, n_clusters, np.random.default_rng(self.random_state))
         check_objective_finite(type(self).__name__, self.objective_trace_, matrices)
-        self.degenerate_ = degenerate_tasks(self.labels_, n_clusters)
+        self.degenerate_ = self._degenerate_tasks(n_clusters)
         self.record_.scalars["degenerate"] = self.degenerate_.astype(float)  # metrics degenerate/<task>
         warn_degenerate(type(self).__name__, self.degenerate_, self.labels_, n_clusters)
         return self
 
     def fit_predict(self, tasks, y=None):
         return self.fit(tasks).labels_
+
+    def _degenerate_tasks(self, n_clusters: list[int]) -> np.ndarray:
+        """Per task, whether its labels use fewer distinct clusters than it was asked for."""
+        return degenerate_tasks(self.labels_, n_clusters)
 
 
 class PerTaskClusterer(MultiTaskClusterer):
@@ -122,3 +126,11 @@ class PooledClusterer(PerTaskClusterer):
         fit = self._fit_one(stack_rows(matrices), max(n_clusters), rng)
         self._store([fit])
         self.labels_ = split_rows(fit.labels, row_counts(matrices))
+
+    def _degenerate_tasks(self, n_clusters: list[int]) -> np.ndarray:
+        """The pooled problem is asked for max_t k_t clusters of the union, not k_t per task: a
+        task that meets fewer of them is the pooling's answer (tasks with private classes share
+        the pooled clusters), not a collapse. Degenerate: a task in one cluster, or every task
+        when the pooled clustering left a cluster empty."""
+        pooled_empty = np.unique(np.concatenate(self.labels_)).size < max(n_clusters)
+        return np.array([pooled_empty or np.unique(labels).size < 2 for labels in self.labels_])
