@@ -43,7 +43,7 @@ NON_NEGATIVE_OUTPUT = ("minmax", "tfidf")
 NEEDS_NON_NEGATIVE = ("log1p", "tfidf")
 # The measured defaults (benchmarks/scale_study.py; docs/results/scaling_study.md): for a method
 # that takes any real input, and for one that needs non-negative input.
-DEFAULT_SCALE = {"any": "standard", "non_negative": "minmax"}
+DEFAULT_SCALE = {"any": "maxabs", "non_negative": "minmax"}
 
 
 def transformer(scale: str, sparse: bool = False):
