@@ -28,7 +28,8 @@ data sets each scale is within a point of the method's best there.
         --markdown docs/results/scaling_study.md
 
 Writes ``fits.csv`` (one row per method, data set, scale and seed; rerun: rows already there
-are kept, so an interrupted study resumes) and the tables into ``--markdown``.
+are kept, so an interrupted study resumes) into ``--out``, and the tables into ``--markdown``
+with every fit beside them (``scaling_study.csv`` for ``scaling_study.md``).
 """
 
 from __future__ import annotations
@@ -249,8 +250,9 @@ def main() -> None:
     text = markdown(fits, args.within, args.seeds, "benchmarks/scale_study.py --seeds "
                     f"{args.seeds} --within {args.within}")
     print(text)
-    if args.markdown:
+    if args.markdown:  # the tables, and every fit beside them (<markdown>.csv)
         args.markdown.write_text(text)
+        fits.to_csv(args.markdown.with_suffix(".csv"), index=False)
 
 
 if __name__ == "__main__":
