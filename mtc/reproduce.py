@@ -226,9 +226,12 @@ def dry_run(study: Study, plans: list, only: list[str]) -> None:
         print(f"compare -> {spec.out} ({spec.metric}): {' '.join(spec.benchmarks)}")
 
 
-def run_study(study: Study, plans: list, force_compare: bool = False, compare_root: Path = Path(".")) -> dict:
+def run_study(study: Study, plans: list, force_compare: bool = False, compare_root: Path = Path("."),
+              keep_ray: bool = False) -> dict:
     """Run the study's unfinished sweeps in one Ray session and one Tuner, report each, then
-    regenerate its compare folders when a sweep ran (or ``force_compare``). Returns what
+    regenerate its compare folders when a sweep ran (or ``force_compare``). ``keep_ray`` (from
+    Python, a notebook): a local Ray is kept running for the process's next sweeps and studies
+    (mtc.sweep.driver.ray_session), instead of being started and stopped for this one. Returns what
     happened: ``ran`` and ``finished`` sweep names, ``ray_started``, ``compared`` folders,
     ``seconds``. A stop signal closes every open sweep's runs KILLED (SweepInterrupted); a
     sweep with trials that have no result is FAILED and, after the compares (which note it),
@@ -236,10 +239,10 @@ def run_study(study: Study, plans: list, force_compare: bool = False, compare_ro
     from mtc.sweep.stopping import stop_signals
 
     with stop_signals():
-        return drive_study(study, plans, force_compare, compare_root)
+        return drive_study(study, plans, force_compare, compare_root, keep_ray)
 
 
-def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Path) -> dict:
+def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Path, keep_ray: bool = False) -> dict:
     from mtc.sweep.driver import (
         TunerOutcome,
         check_plan,
@@ -283,7 +286,7 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         for plan in todo:  # checked above unless its runs changed since (another driver): cheap when loaded
             check_plan(plan)
         if todo:
-            with ray_session(first, worker_env) as cpus:
+            with ray_session(first, worker_env, keep_ray) as cpus:
                 outcome["ray_started"] = True
                 client, experiment_id = tracking.open_store(first.tracking.uri, first.tracking.experiment,
                                                             first.tracking.artifact_root)

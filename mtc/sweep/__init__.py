@@ -16,6 +16,12 @@ def run(method: str, data: str, *overrides: str):
     """Run one sweep from Python (a notebook), as ``python -m mtc.sweep method=<method>
     data=<data> <overrides>`` would, without a shell.
 
+    A local Ray (``ray.address=local``) is started by the first call and kept running for the
+    next ones of the process, which thus skip Ray's start (10-20 s); a call asking other
+    resources (``ray.num_cpus``, ``ray.object_store_memory``) restarts it, and it is stopped at
+    interpreter exit or by ``mtc.sweep.driver.stop_kept_ray()``. An error or a stop signal
+    (Ctrl-C) stops it at once, as on the command line.
+
     Parameters
     ----------
     method, data : str
@@ -41,4 +47,4 @@ def run(method: str, data: str, *overrides: str):
 
     arguments = [f"method={method}", f"data={data}", *overrides]
     check_group_overrides(arguments)  # an unknown method or data config: one line naming the available ones
-    return run_sweep(settings(compose_config(arguments)))
+    return run_sweep(settings(compose_config(arguments)), keep_ray=True)

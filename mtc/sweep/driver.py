@@ -18,6 +18,7 @@ the parent run. docs/architecture.md follows one sweep through these steps.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import logging
@@ -378,28 +379,92 @@ def ray_temp_folder():
         Path(f"{folder}.lock").unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class KeptRay:
+    """A local Ray session left running after its sweep for the next sweeps of the same Python
+    process (mtc.sweep.run: a notebook pays Ray's start once): what it was started with
+    (local_resources), its node's id and what stops it (Ray's shutdown, then its temp folder)."""
+
+    resources: tuple
+    node_id: str
+    stack: contextlib.ExitStack = field(repr=False, compare=False)
+
+
+KEPT_RAY: list[KeptRay] = []  # the process's kept local Ray session, if any (at most one)
+
+
+def local_resources(run: Settings, worker_env: dict) -> tuple:
+    """What a local Ray session is started with: its CPUs, its object store and its workers'
+    environment; a kept session serves a sweep asking the same, and is restarted otherwise."""
+    return run.ray.num_cpus, run.ray.object_store_memory, tuple(sorted(worker_env.items()))
+
+
+def start_local_ray(run: Settings, worker_env: dict, stack: contextlib.ExitStack) -> None:
+    """Start Ray here in a fresh temp folder; closing ``stack`` stops it, then removes the folder."""
+    import ray
+
+    remove_dead_drivers_ray_folders()
+    temp_dir = stack.enter_context(ray_temp_folder())
+    stack.callback(ray.shutdown, wait_for_processes=True)  # before the temp folder goes
+    with ray_processes_in_a_group_of_their_own():
+        ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
+                 include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
+                 _temp_dir=temp_dir)
+
+
+def stop_kept_ray() -> None:
+    """Stop the local Ray session kept for this process's next sweeps, if any, and remove its
+    temp folder; registered with atexit when a session is kept."""
+    while KEPT_RAY:
+        KEPT_RAY.pop().stack.close()
+
+
+def keep_local_ray(run: Settings, worker_env: dict) -> None:
+    """A local Ray session kept running after the sweep (stop_kept_ray, at the latest at
+    interpreter exit): the kept one when it is alive (no error or stop signal shut it down)
+    and was started with the same resources, else a new one, the old one stopped first."""
+    import ray
+
+    resources = local_resources(run, worker_env)
+    if KEPT_RAY and KEPT_RAY[0].resources == resources and ray.is_initialized() \
+            and ray.get_runtime_context().get_node_id() == KEPT_RAY[0].node_id:
+        return
+    stop_kept_ray()
+    stack = contextlib.ExitStack()
+    try:
+        start_local_ray(run, worker_env, stack)
+    except BaseException:
+        stack.close()
+        raise
+    KEPT_RAY.append(KeptRay(resources, ray.get_runtime_context().get_node_id(), stack))
+    atexit.unregister(stop_kept_ray)  # registered once, and after Ray's own exit handler: runs before it
+    atexit.register(stop_kept_ray)
+
+
 @contextlib.contextmanager
-def ray_session(run: Settings, worker_env: dict):
+def ray_session(run: Settings, worker_env: dict, keep: bool = False):
     """Ray started here (``ray.address=local``, in a temp folder removed afterwards) or joined;
-    yields the cluster's CPU count. Failing to join is one line (UnreachableError)."""
+    yields the cluster's CPU count. Failing to join is one line (UnreachableError). With
+    ``keep`` (a sweep run from Python) a local Ray is kept running for the process's next
+    sweeps (keep_local_ray); otherwise (the command line: one process, one sweep) Ray is
+    stopped at the end, and a session kept by earlier sweeps is stopped first."""
     import ray
 
     ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is raise_stopped
     with contextlib.ExitStack() as stack:
-        if run.ray.local:
-            remove_dead_drivers_ray_folders()
-            temp_dir = stack.enter_context(ray_temp_folder())
-        stack.callback(ray.shutdown, wait_for_processes=True)  # before the temp folder goes
-        if run.ray.local:
-            with ray_processes_in_a_group_of_their_own():
-                ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
-                         include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
-                         _temp_dir=temp_dir)
+        if run.ray.local and keep:
+            keep_local_ray(run, worker_env)
         else:
-            try:
-                ray.init(address=run.ray.address, runtime_env=worker_runtime_env(worker_env), logging_level="ERROR")
-            except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
-                raise UnreachableError(join_error(run.ray.address, error)) from None
+            stop_kept_ray()
+            if run.ray.local:
+                start_local_ray(run, worker_env, stack)
+            else:
+                stack.callback(ray.shutdown, wait_for_processes=True)
+                try:
+                    ray.init(address=run.ray.address, runtime_env=worker_runtime_env(worker_env),
+                             logging_level="ERROR")
+                except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
+                    raise UnreachableError(join_error(run.ray.address, error)) from None
         # ray.init sets a SIGTERM handler that exits at once and its core worker Abseil's, which
         # prints a stack dump; with Ray's own processes stopped by the same signal (a process
         # group's), ray.shutdown then aborts (exit 134) with runs left RUNNING. Take it back.
@@ -533,6 +598,7 @@ def leave(opened: list[OpenSweep], error: BaseException) -> BaseException:
     with shielded():
         ray = sys.modules.get("ray")
         try:
+            stop_kept_ray()  # a kept session too: the next sweep starts a fresh one
             if ray is not None and ray.is_initialized():
                 ray.shutdown(wait_for_processes=True)
         finally:  # the runs are closed even if Ray's shutdown fails
@@ -702,9 +768,11 @@ def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> Sweep
         raise leave([opened], error) from None
 
 
-def run_sweep(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
+def run_sweep(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False) -> SweepResult:
     """Run (or resume) a sweep; returns its SweepResult. ``plan``: the sweep's plan when the
-    caller made it (mtc.sweep.command), its data not loaded or drawn again.
+    caller made it (mtc.sweep.command), its data not loaded or drawn again. ``keep_ray``: a
+    local Ray is left running for the process's next sweep (mtc.sweep.run; ray_session),
+    instead of being started and stopped for this one.
 
     Before anything is created the Ray address, the output folder and the tracking store are
     checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.store.locks): one
@@ -722,10 +790,10 @@ def run_sweep(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
         Some planned trials have no result; the parent run is FAILED.
     """
     with stop_signals():
-        return drive(run, plan)
+        return drive(run, plan, keep_ray)
 
 
-def drive(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
+def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False) -> SweepResult:
     worker_env = preflight.process_env()
     run = replace(run, ray=replace(run.ray, address=preflight.check_ray(run.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(run.tracking.uri)
@@ -752,7 +820,7 @@ def drive(run: Settings, plan: SweepPlan | None = None) -> SweepResult:
                 stop = as_stopped(error)
                 raise SweepInterrupted(f"{stop.how} while reporting the finished sweep {plan.name} again; its MLflow "
                                        f"parent run {stored.parent_id} stays FINISHED", stop.exit_code) from None
-        with ray_session(run, worker_env) as cpus:
+        with ray_session(run, worker_env, keep_ray) as cpus:
             client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment,
                                                         run.tracking.artifact_root)
             # a driver of the same sweep on another machine sees it taken (a server or database store)
