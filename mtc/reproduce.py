@@ -44,13 +44,16 @@ from omegaconf.errors import OmegaConfBaseException
 
 from mtc import CONF_DIR
 from mtc.cli import Composer, fail
-from mtc.config import settings
+from mtc.config import method_configs, settings
 from mtc.errors import InputError
 from mtc.store import preflight, tracking
 from mtc.store import locks
 
 STUDY_DIR = CONF_DIR / "study"
 SWEEP_KEYS = {"methods", "data", "experiment", "sizes", "label", "overrides"}
+STUDY_KEYS = {"include", "sweeps", "compare", "skip_unrunnable"}
+ALL_METHODS = "all"  # ``methods: all``: every method config in conf/method
+COMMAND_LINE = "command_line"  # ``data: command_line``: the data= override given after the study's name
 COMPARE_KEYS = {"out", "benchmarks", "methods", "metric"}
 DRIVER_SETTINGS = ["sweep.verbose=0"]  # the study draws one progress line for all its sweeps
 
@@ -72,6 +75,8 @@ class Study:
     name: str
     sweeps: tuple[tuple[str, ...], ...]
     compares: tuple[CompareSpec, ...]
+    data_from_command_line: bool = False  # a sweeps entry with ``data: command_line``
+    skip_unrunnable: bool = False  # list the sweeps whose method cannot run on the data, run the others
 
 
 def study_path(name: str) -> Path:
@@ -96,22 +101,26 @@ def sweep_overrides(entry: dict, where: str) -> list[tuple[str, ...]]:
         raise InputError(f"{where}: a sweeps entry needs methods and data and takes only {sorted(SWEEP_KEYS)}; "
                          f"got {sorted(entry)}")
     tail = [*([f"sweep.label={entry['label']}"] if entry.get("label") else []), *(entry.get("overrides") or [])]
+    methods = sorted(method_configs()) if entry["methods"] == ALL_METHODS else entry["methods"]
+    datas = [None] if entry["data"] == COMMAND_LINE else entry["data"]
     sweeps = []
-    for method in entry["methods"]:
-        for data in entry["data"]:
+    for method in methods:
+        for data in datas:
             for size in entry.get("sizes") or [None]:
-                sweeps.append((f"method={method}", f"data={data}",
+                sweeps.append((f"method={method}", *([f"data={data}"] if data is not None else []),
                                *([f"+experiment={entry['experiment']}"] if entry.get("experiment") else []),
                                *([f"data.params.samples_per_task={size}"] if size is not None else []), *tail))
     return sweeps
 
 
-def compare_spec(entry: dict, where: str) -> CompareSpec:
+def compare_spec(entry: dict, where: str, data_from_command_line: bool = False) -> CompareSpec:
+    """One compare entry; with data from the command line its ``benchmarks`` may be empty (the
+    command line's data) and its ``out`` may hold ``{data}`` (the data's name)."""
     unknown = set(entry) - COMPARE_KEYS
-    if unknown or not entry.get("out") or not entry.get("benchmarks"):
+    if unknown or not entry.get("out") or not (entry.get("benchmarks") or data_from_command_line):
         raise InputError(f"{where}: a compare entry needs out and benchmarks and takes only {sorted(COMPARE_KEYS)}; "
                          f"got {sorted(entry)}")
-    return CompareSpec(entry["out"], tuple(entry["benchmarks"]), tuple(entry.get("methods") or ()),
+    return CompareSpec(entry["out"], tuple(entry.get("benchmarks") or ()), tuple(entry.get("methods") or ()),
                        entry.get("metric") or "acc")
 
 
@@ -139,15 +148,23 @@ def load_study(name: str, seen: tuple[str, ...] = ()) -> Study:
     if path.stem in seen:
         raise InputError(f"study {path.stem!r} includes itself ({' -> '.join([*seen, path.stem])})")
     config = study_config(path)
-    sweeps, compares = [], []
+    unknown = sorted(set(config) - STUDY_KEYS)
+    if unknown:
+        raise InputError(f"study file {path}: unknown keys {', '.join(unknown)}; a study takes {sorted(STUDY_KEYS)}")
+    sweeps, compares, from_command_line = [], [], False
+    skip = bool(config.get("skip_unrunnable"))
     for included in config.get("include") or []:
         inner = load_study(included, (*seen, path.stem))
         sweeps += inner.sweeps
         compares += inner.compares
+        from_command_line |= inner.data_from_command_line
+        skip |= inner.skip_unrunnable
     for i, entry in enumerate(config.get("sweeps") or []):
         sweeps += sweep_overrides(entry, f"{path}: sweeps[{i}]")
-    compares += [compare_spec(entry, f"{path}: compare[{i}]") for i, entry in enumerate(config.get("compare") or [])]
-    return Study(path.stem, tuple(dict.fromkeys(sweeps)), tuple(dict.fromkeys(compares)))
+        from_command_line |= entry.get("data") == COMMAND_LINE
+    compares += [compare_spec(entry, f"{path}: compare[{i}]", from_command_line)
+                 for i, entry in enumerate(config.get("compare") or [])]
+    return Study(path.stem, tuple(dict.fromkeys(sweeps)), tuple(dict.fromkeys(compares)), from_command_line, skip)
 
 
 def selected(run, only: list[str]) -> bool:
@@ -155,10 +172,31 @@ def selected(run, only: list[str]) -> bool:
     return not only or bool({run.method.name, run.sweep.label, run.data.name, run.sweep.name} & set(only))
 
 
-def plan_study(study: Study, overrides: list[str], only: list[str]) -> list:
-    """Every selected sweep's SweepPlan (config checked, data hashed), one per sweep name."""
-    from mtc.sweep.driver import plan_sweep
+def plan_study(study: Study, overrides: list[str], only: list[str], not_run: dict[str, str] | None = None) -> list:
+    """Every selected sweep's SweepPlan (config checked, data hashed), one per sweep name. A
+    study that ``skip_unrunnable`` puts each sweep whose method cannot run on the data (its
+    config or data refused, its input needs or cluster counts unmet: ``check_plan``) into
+    ``not_run`` (method -> the one-line reason) instead of refusing the study."""
+    from mtc.sweep.driver import check_plan, plan_sweep
 
+    if study.data_from_command_line and not any(o.split("=", 1)[0] == "data" for o in overrides):
+        raise InputError(f"study {study.name!r} takes its data from the command line: add data=<config>, e.g. "
+                         "data=files 'data.params.paths=[t1.csv,t2.csv]' data.name=mine")
+    if study.skip_unrunnable:
+        not_run = {} if not_run is None else not_run
+        plans = []
+        for sweep in study.sweeps:
+            try:
+                [plan] = plan_study(replace(study, sweeps=(sweep,), skip_unrunnable=False), overrides, [])
+                check_plan(plan)
+                if selected(plan.run, only):
+                    plans.append(plan)
+            except InputError as error:
+                not_run[sweep[0].removeprefix("method=")] = str(error).splitlines()[0]
+        if not plans:
+            raise InputError(f"study {study.name!r}: no method can run on this data: "
+                             + "; ".join(f"{method}: {why}" for method, why in not_run.items()))
+        return plans
     runs, names, compose = [], {}, Composer()
     for sweep in study.sweeps:
         run = settings(compose([*sweep, *overrides, *DRIVER_SETTINGS]))
@@ -210,28 +248,69 @@ def check_unfinished(plans: list) -> dict[str, int]:
     return counts
 
 
-def dry_run(study: Study, plans: list, only: list[str]) -> None:
-    """List the sweeps with their trial counts and what is already finished, and the compares."""
+def calibration_seconds(plan) -> float:
+    """Seconds of one fit of the sweep's first grid point with seed 0 on its data (no cache):
+    what a trial of it costs, to estimate a dry run's time."""
+    from mtc.config import Trial
+    from mtc.trial import run_trial
+
+    trial = plan.trials[0]
+    dataset = plan.datasets[min(plan.datasets)]
+    prototype = plan.run.method.prototype(n_clusters=dataset.n_clusters)
+    start = time.perf_counter()
+    run_trial(dataset, prototype, Trial(trial.point, trial.seed), cache=None)
+    return time.perf_counter() - start
+
+
+def parallel_slots(run) -> int:
+    """Trials a local Ray runs at once: the CPUs over the CPUs per trial, at most the cap."""
+    from mtc.config import available_cpus
+
+    slots = max((run.ray.num_cpus or available_cpus()) // run.sweep.cpus_per_trial, 1)
+    return min(slots, run.sweep.max_concurrent_trials or slots)
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
+            not_run: dict[str, str] | None = None) -> None:
+    """List the sweeps with their trial counts, what is already finished and (``estimate``) an
+    estimated time from one calibration fit per unfinished sweep (its trials over the parallel
+    slots, times the fit); then the methods that cannot run (``not_run``) and the compares."""
     counts = check_unfinished(plans)
     width = max(len(plan.name) for plan in plans)
+    total_seconds = 0.0
     for plan in plans:
         done, total = counts[plan.name], len(plan.trials)
         state = "finished" if done == total else f"{done} finished" if done else "to run"
-        print(f"{plan.name:<{width}}  {total:>6} trials  {state}")
+        line = f"{plan.name:<{width}}  {total:>6} trials  {state}"
+        if estimate and done < total:
+            seconds = calibration_seconds(plan) * (total - done) / parallel_slots(plan.run)
+            total_seconds += seconds
+            line += f"  about {duration(seconds)}"
+        print(line)
     total = sum(len(plan.trials) for plan in plans)
     left = total - sum(counts.values())
     print(f"study {study.name}: {len(plans)} sweeps, {total} trials, {left} to run "
-          f"({sum(counts[p.name] == len(p.trials) for p in plans)} sweeps finished)")
+          f"({sum(counts[p.name] == len(p.trials) for p in plans)} sweeps finished)"
+          + (f"; estimated {duration(total_seconds)} of fits on {parallel_slots(plans[0].run)} parallel trials "
+             "(one calibration fit per sweep; Ray's start and the reports come on top)" if estimate and left else ""))
+    for method, why in (not_run or {}).items():
+        print(f"cannot run: {method}: {why}")
     for spec in ([] if only else study.compares):
-        print(f"compare -> {spec.out} ({spec.metric}): {' '.join(spec.benchmarks)}")
+        print(f"compare -> {compare_folder(spec, plans[0].run)} ({spec.metric}): "
+              f"{' '.join(compared_benchmarks(spec, plans[0].run))}")
 
 
 def run_study(study: Study, plans: list, force_compare: bool = False, compare_root: Path = Path("."),
-              keep_ray: bool = False) -> dict:
+              keep_ray: bool = False, not_run: dict[str, str] | None = None) -> dict:
     """Run the study's unfinished sweeps in one Ray session and one Tuner, report each, then
     regenerate its compare folders when a sweep ran (or ``force_compare``). ``keep_ray`` (from
     Python, a notebook): a local Ray is kept running for the process's next sweeps and studies
-    (mtc.sweep.driver.ray_session), instead of being started and stopped for this one. Returns what
+    (mtc.sweep.driver.ray_session), instead of being started and stopped for this one. ``not_run``:
+    the methods plan_study found unable to run, listed in every compare folder. Returns what
     happened: ``ran`` and ``finished`` sweep names, ``ray_started``, ``compared`` folders,
     ``seconds``. A stop signal closes every open sweep's runs KILLED (SweepInterrupted); a
     sweep with trials that have no result is FAILED and, after the compares (which note it),
@@ -239,10 +318,11 @@ def run_study(study: Study, plans: list, force_compare: bool = False, compare_ro
     from mtc.sweep.stopping import stop_signals
 
     with stop_signals():
-        return drive_study(study, plans, force_compare, compare_root, keep_ray)
+        return drive_study(study, plans, force_compare, compare_root, keep_ray, not_run)
 
 
-def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Path, keep_ray: bool = False) -> dict:
+def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Path, keep_ray: bool = False,
+                not_run: dict[str, str] | None = None) -> dict:
     from mtc.sweep.driver import (
         TunerOutcome,
         check_plan,
@@ -322,11 +402,12 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
                         except BaseException as error:
                             raise leave([o for o in opened[i:] if o.plan.name not in reported], error) from None
                         best = result.best.get("acc") or result.best.get("objective")
-                        print(f"{sweep.plan.name}: {len(sweep.plan.trials)} trials, best `{best.point}` "
-                              + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else ""))
+                        print(f"{sweep.plan.name}: {len(sweep.plan.trials)} trials, " + (
+                            "collapsed: every trial degenerate" if best is None else f"best `{best.point}` "
+                            + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else "")))
                         outcome["ran"].append(sweep.plan.name)
     if outcome["ran"] or force_compare:
-        outcome["compared"] = run_compares(study, first, compare_root)
+        outcome["compared"] = run_compares(study, first, compare_root, not_run)
     elif study.compares:
         print("no sweep ran: the compare folders are as the last run left them (--compare regenerates them)")
     outcome["seconds"] = time.perf_counter() - start
@@ -348,16 +429,44 @@ def study_locks(plans: list, tracking_uri: str):
         yield
 
 
-def run_compares(study: Study, run, root: Path) -> list[Path]:
-    """``python -m mtc.results.compare`` into each of the study's folders (relative to ``root``)."""
+def compare_folder(spec: CompareSpec, run) -> str:
+    """A compare's folder, ``{data}`` replaced by the data's name (a study of command-line data)."""
+    return spec.out.replace("{data}", run.data.name)
+
+
+def compared_benchmarks(spec: CompareSpec, run) -> list[str]:
+    """A compare's benchmarks; none listed: the command line's data."""
+    return list(spec.benchmarks) or [run.data.name]
+
+
+def write_not_run(out: Path, not_run: dict[str, str]) -> None:
+    """``not_run.csv`` (method, reason) in a compare folder, and a section at the end of its
+    compare.md listing the methods that could not run on the data."""
+    import csv
+
+    with (out / "not_run.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["method", "reason"])
+        writer.writerows(not_run.items())
+    lines = ["", "## methods that cannot run on this data", "", "| method | reason |", "|---|---|"]
+    lines += [f"| {method} | {why.replace('|', '/')} |" for method, why in not_run.items()]
+    with (out / "compare.md").open("a") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def run_compares(study: Study, run, root: Path, not_run: dict[str, str] | None = None) -> list[Path]:
+    """``python -m mtc.results.compare`` into each of the study's folders (relative to ``root``),
+    with the methods that could not run (``not_run``) listed in each."""
     from mtc.results.compare import compare
 
     written = []
     for spec in study.compares:
-        out = (root / spec.out).resolve()
+        out = (root / compare_folder(spec, run)).resolve()
         start = time.perf_counter()
-        result = compare(run.tracking.uri, run.tracking.experiment, out, spec.metric, list(spec.benchmarks),
+        result = compare(run.tracking.uri, run.tracking.experiment, out, spec.metric, compared_benchmarks(spec, run),
                          list(spec.methods) or None)
+        if not_run:
+            write_not_run(out, not_run)
         notes = result["comparison"].notes
         print(f"compared {len(result['comparison'].sweeps)} sweeps into {out} in {time.perf_counter() - start:.1f} s"
               + (f" ({len(notes)} notes in compare.md)" if notes else ""))
@@ -371,6 +480,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their trials and what is finished")
     parser.add_argument("--only", nargs="+", default=[],
                         help="only the sweeps of these methods, labels, data configs or sweep names (no compare)")
+    parser.add_argument("--no-estimate", action="store_true",
+                        help="with --dry-run: no calibration fit per sweep, so no estimated time")
     parser.add_argument("--compare", action="store_true", help="regenerate the compare folders even if no sweep ran")
     parser.add_argument("--compare-root", type=Path, default=Path("."),
                         help="the folder the compare folders are relative to (default: here)")
@@ -398,12 +509,15 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with command_exits():
             study = load_study(args.study)
-            plans = plan_study(study, overrides, args.only)
+            not_run = {}
+            plans = plan_study(study, overrides, args.only, not_run)
             if args.dry_run:
-                dry_run(study, plans, args.only)
+                dry_run(study, plans, args.only, not args.no_estimate, not_run)
                 return
-            outcome = run_study(Study(study.name, study.sweeps, () if args.only else study.compares), plans,
-                                args.compare, args.compare_root)
+            for method, why in not_run.items():
+                print(f"cannot run: {method}: {why}")
+            outcome = run_study(replace(study, compares=() if args.only else study.compares), plans,
+                                args.compare, args.compare_root, not_run=not_run)
     except InputError as error:
         fail(error)
     print(f"study {study.name}: {len(outcome['ran'])} sweeps run, {len(outcome['finished'])} already finished, "

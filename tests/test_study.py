@@ -53,8 +53,8 @@ def test_a_study_expands_its_entries_and_lists_them_in_a_dry_run(tiny_study):
     lines = before.splitlines()
     assert [line.split()[0] for line in lines[:4]] == ["kmeans-synthetic", "a_kmeans-synthetic", "kmeans-hard",
                                                        "a_kmeans-hard"]
-    assert all(line.split()[1:] == ["6", "trials", "to", "run"] for line in lines[:4])
-    assert lines[4] == "study tiny: 4 sweeps, 24 trials, 24 to run (0 sweeps finished)"
+    assert all(line.split()[1:5] == ["6", "trials", "to", "run"] and " about " in line for line in lines[:4])
+    assert lines[4].startswith("study tiny: 4 sweeps, 24 trials, 24 to run (0 sweeps finished); estimated ")
     after = dry_run_text(study, overrides).splitlines()
     assert all(line.endswith("finished") for line in after[:4])
     assert after[4] == "study tiny: 4 sweeps, 24 trials, 0 to run (4 sweeps finished)"

@@ -177,7 +177,7 @@ def summary_rows(sweep: Sweep, selection: str, metric: str) -> list[dict]:
     return [{"benchmark": sweep.benchmark, "method": sweep.method, "published_as": sweep.published_as,
              "task": task, "metric": metric,
              "selection": selection, "point": point.point, "mean": point.mean[f"{prefix}{task}"],
-             "std": point.std[f"{prefix}{task}"], "n": point.n_runs}
+             "std": point.std[f"{prefix}{task}"], "n": point.n_runs, "degenerate": point.n_degenerate}
             for task in tasks]
 
 
@@ -188,7 +188,7 @@ def cell_frame(sweeps: list[Sweep], metrics: list[str], published: pd.DataFrame)
     rows = [row for sweep in sweeps for selection in sweep.points for metric in metrics
             for row in summary_rows(sweep, selection, metric)]
     cells = pd.DataFrame(rows, columns=["benchmark", "method", "published_as", "task", "metric", "selection",
-                                        "point", "mean", "std", "n"])
+                                        "point", "mean", "std", "n", "degenerate"])
     published = published.rename(columns={"method": "published_as"})
     return cells.merge(published, on=["benchmark", "published_as", "task", "metric"], how="left").drop(
         columns="published_as")
@@ -587,7 +587,8 @@ def mean_std(mean: float, std: float) -> str:
 
 def score_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:
     """Methods x tasks (and mean): "mean ± std" at the point of ``selection``, and the
-    published number beside every task for which some method has one."""
+    published number beside every task for which some method has one; a ``degenerate`` column
+    marks the methods with degenerate trials at their point, when one has any."""
     chosen = cells[(cells.selection == selection) & (cells.metric == metric)]
     tasks = task_order(chosen.task)
     ours = chosen.assign(text=[mean_std(m, s) for m, s in zip(chosen["mean"], chosen["std"])])
@@ -599,8 +600,16 @@ def score_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.D
         columns[task] = table.get(task)
         if task in papers and papers[task].astype(bool).any():
             columns[f"{task} (paper)"] = papers[task]
-    points = chosen.drop_duplicates("method").set_index("method").point
-    return pd.DataFrame({"point": points, **columns}).fillna("").reset_index()
+    first = chosen.drop_duplicates("method").set_index("method")
+    marked = {"degenerate": degenerate_marks(first)} if first.get("degenerate", pd.Series(0)).fillna(0).any() else {}
+    return pd.DataFrame({"point": first.point, **marked, **columns}).fillna("").reset_index()
+
+
+def degenerate_marks(first: pd.DataFrame) -> pd.Series:
+    """Per method, how many of its trials at the chosen point are degenerate (a task in fewer
+    clusters than asked): "collapsed" when all are, "" when none is."""
+    return pd.Series(["" if not d else "collapsed" if d >= n else f"{int(d)} of {int(n)}"
+                      for d, n in zip(first.degenerate.fillna(0), first.n)], index=first.index)
 
 
 def overview_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:

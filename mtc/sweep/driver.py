@@ -46,7 +46,7 @@ from mtc.config import (
 )
 from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
-from mtc.methods.validation import check_equal_clusters
+from mtc.methods.validation import check_equal_clusters, check_input_needs
 from mtc.numerics.cache import Cache
 from mtc.results.reading import chosen_points, point_summaries, records_of
 from mtc.results.report import (
@@ -153,13 +153,16 @@ def check_memory(run: Settings, datasets: dict) -> None:
 def check_plan(plan: SweepPlan) -> None:
     """What a sweep that will run must pass before Ray starts: its data loads (every task
     clusterable), its method takes the data's cluster counts (a solver that shares its cluster
-    columns across tasks needs equal ones) and its concurrent trials fit in memory
+    columns across tasks needs equal ones), its input needs (mtc.methods.validation.check_input_needs)
+    hold and its concurrent trials fit in memory
     (check_memory); the refusal names the sweep, one of a study's many."""
     datasets = plan.datasets
     try:
         for counts in {tuple(data.n_clusters) for data in datasets.values()}:
             check_equal_clusters(list(counts), plan.run.method.solver.__name__,
                                  plan.run.method.solver.equal_clusters_reason)
+        for data in datasets.values():
+            check_input_needs(plan.run.method.solver, data.matrices)
         check_memory(plan.run, datasets)
     except InputError as error:
         raise InputError(f"sweep {plan.name}: {error}") from None
@@ -263,6 +266,7 @@ def sweep_trainable(config, *, jobs, owners):
     tune.report({"acc_mean": float(np.mean([m.get("acc/mean", float("nan")) for m in scores])) if scores else float("nan"),
                  "objective_final": float(np.mean([m["objective/final"] for m in scores])) if scores else float("nan"),
                  "seeds": len(scores), "failed_seeds": len(done) - len(scores) + len(lost), "lost_seeds": len(lost),
+                 "degenerate_seeds": sum(m.get("degenerate_tasks", 0) > 0 for m in scores),
                  "lost_error": lost[0] if lost else ""})
 
 
@@ -695,7 +699,8 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
         raise SweepIncomplete(message)
     summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
     markdown = report_markdown(f"{run.method.name} on {run.data.name}", summaries, dataset.task_names,
-                               data_note(run.data.draw, plan.datasets), labelled=dataset.labelled)
+                               data_note(run.data.draw, plan.datasets), labelled=dataset.labelled,
+                               method=run.method.name)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "report.md", markdown)
     write_text(out / "grid.csv", grid_csv(summaries))
