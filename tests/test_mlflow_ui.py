@@ -71,7 +71,7 @@ def sweep(tmp_path_factory):
         "data=synthetic", "data.params.n_tasks=2", "data.params.samples_per_cluster=5"])
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        result = run_sweep(settings(cfg))
+        result = run_sweep(settings(cfg), full_report=False)  # as mtc.sweep.run from a notebook
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", result.tracking_uri,
                                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
@@ -167,7 +167,7 @@ def test_verbose_0_prints_the_start_line_and_one_result_line(sweep):
 
 def test_the_printed_links_open_the_sweeps_children_flat_best_first_with_the_metric_shown(sweep, capsys):
     result, _, server = sweep
-    report_done(result, verbose=1)  # the report and the three links
+    report_done(result, full=True)  # the report and the three links
     printed = capsys.readouterr().out
     assert result.markdown in printed
     links = printed_links(printed)
@@ -204,7 +204,7 @@ def test_the_printed_links_open_the_sweeps_children_flat_best_first_with_the_met
 
 def test_without_accuracy_the_trials_link_sorts_by_the_silhouette(sweep, capsys):
     result, _, _ = sweep
-    report_done(replace(result, best={key: point for key, point in result.best.items() if key != "acc"}), verbose=1)
+    report_done(replace(result, best={key: point for key, point in result.best.items() if key != "acc"}), full=True)
     label = next(label for label in printed_links(capsys.readouterr().out) if label.startswith("MLflow trials"))
     assert "best silhouette/mean first" in label
     view = json.loads(tracking.trials_view("p", "silhouette/mean", ["metrics.`silhouette/mean`"]))

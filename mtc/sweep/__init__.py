@@ -20,7 +20,8 @@ def run(method: str, data: str, *overrides: str):
     next ones of the process, which thus skip Ray's start (10-20 s); a call asking other
     resources (``ray.num_cpus``, ``ray.object_store_memory``) restarts it, and it is stopped at
     interpreter exit or by ``mtc.sweep.driver.stop_kept_ray()``. An error or a stop signal
-    (Ctrl-C) stops it at once, as on the command line.
+    (Ctrl-C) stops it at once, as on the command line. At ``sweep.verbose=0`` (the default) a
+    sweep prints its start line and one result line; ``sweep.verbose=1`` prints its report.
 
     Parameters
     ----------
@@ -47,4 +48,4 @@ def run(method: str, data: str, *overrides: str):
 
     arguments = [f"method={method}", f"data={data}", *overrides]
     check_group_overrides(arguments)  # an unknown method or data config: one line naming the available ones
-    return run_sweep(settings(compose_config(arguments)), keep_ray=True)
+    return run_sweep(settings(compose_config(arguments)), keep_ray=True, full_report=False)  # verbose=0: one line

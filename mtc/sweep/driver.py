@@ -773,11 +773,14 @@ def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> Sweep
         raise leave([opened], error) from None
 
 
-def run_sweep(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False) -> SweepResult:
+def run_sweep(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False,
+              full_report: bool = True) -> SweepResult:
     """Run (or resume) a sweep; returns its SweepResult. ``plan``: the sweep's plan when the
     caller made it (mtc.sweep.command), its data not loaded or drawn again. ``keep_ray``: a
     local Ray is left running for the process's next sweep (mtc.sweep.run; ray_session),
-    instead of being started and stopped for this one.
+    instead of being started and stopped for this one. ``full_report``: print the report (the
+    paper-style table) and the links at the end, as the command line does; False (a notebook's
+    ``mtc.sweep.run`` at ``sweep.verbose=0``): one result line.
 
     Before anything is created the Ray address, the output folder and the tracking store are
     checked (mtc.store.preflight); the data is loaded; the driver takes its locks (mtc.store.locks): one
@@ -795,10 +798,11 @@ def run_sweep(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = Fal
         Some planned trials have no result; the parent run is FAILED.
     """
     with stop_signals():
-        return drive(run, plan, keep_ray)
+        return drive(run, plan, keep_ray, full_report)
 
 
-def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False) -> SweepResult:
+def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False,
+          full_report: bool = True) -> SweepResult:
     worker_env = preflight.process_env()
     run = replace(run, ray=replace(run.ray, address=preflight.check_ray(run.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(run.tracking.uri)
@@ -806,6 +810,7 @@ def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False) 
     check_plan(plan)  # a rerun of a finished sweep reports from its data too
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     verbose = run.sweep.verbose
+    full = full_report or bool(verbose)
     with locks.driver_locks(plan.output_dir, plan.name, run.tracking.uri):
         stored = None
         if store_has_experiment(run.tracking):
@@ -818,9 +823,9 @@ def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False) 
                 print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run "
                       f"{stored.parent_id}; reported from the store (no Ray)")
             if not parent_done:  # its report was interrupted: written now, the parent closed FINISHED
-                return report_done(complete(stored, TunerOutcome(), False), verbose)
+                return report_done(complete(stored, TunerOutcome(), False), full)
             try:  # a re-report writes nothing to the store: its parent stays FINISHED whatever stops it
-                return report_done(finish_sweep(stored, log=False), verbose)
+                return report_done(finish_sweep(stored, log=False), full)
             except KeyboardInterrupt as error:
                 stop = as_stopped(error)
                 raise SweepInterrupted(f"{stop.how} while reporting the finished sweep {plan.name} again; its MLflow "
@@ -835,7 +840,7 @@ def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False) 
                     tuner = run_on_ray([opened], cpus, plan.name, plan.output_dir / "ray_results", run)
                 except BaseException as error:  # a stop signal (no report) or an error: Ray stopped, the runs closed
                     raise leave([opened], error) from None
-                return report_done(complete(opened, tuner, True), verbose)
+                return report_done(complete(opened, tuner, True), full)
 
 
 def sort_selection(best: dict) -> str:
@@ -862,10 +867,10 @@ def result_line(result: SweepResult) -> str:
             f"{tracking.trials_link(result.tracking_uri, result.experiment_id, result.parent_run_id)}{how}")
 
 
-def report_done(result: SweepResult, verbose: int = 1) -> SweepResult:
-    """Print a finished sweep: its report, where it was written and the MLflow links, or with
-    ``verbose`` 0 (``sweep.verbose=0``) one line (result_line)."""
-    if not verbose:
+def report_done(result: SweepResult, full: bool = True) -> SweepResult:
+    """Print a finished sweep: its report, where it was written and the MLflow links, or
+    without ``full`` (a notebook at ``sweep.verbose=0``) one line (result_line)."""
+    if not full:
         print(result_line(result))
         return result
     print_report(result.markdown, Path(result.output_dir), result.tracking_uri, result.experiment_id,
