@@ -474,6 +474,44 @@ def run_compares(study: Study, run, root: Path, not_run: dict[str, str] | None =
     return written
 
 
+def run(study: str, *overrides: str, only: tuple[str, ...] = (), compare_root: str | Path = ".") -> dict:
+    """Run a study from Python (a notebook), as ``python -m mtc.reproduce <study> <overrides>``
+    would: a local Ray is started by the first sweep or study of the process and kept for the
+    next ones (mtc.sweep.driver.ray_session), so a second call pays no Ray start.
+
+    Parameters
+    ----------
+    study : str
+        A study of conf/study (``every_method``, ``mtcmrl``, ...) or the path of a study YAML.
+    *overrides : str
+        Hydra overrides for every sweep, e.g. ``"data=files"``, ``"data.params.paths=[a.csv,b.csv]"``,
+        ``"data.name=mine"``, ``"sweep.repeats=3"``.
+    only : tuple of str
+        Only the sweeps of these methods, labels, data configs or sweep names (no compare).
+    compare_root : str or Path
+        The folder the compare folders are relative to.
+
+    Returns
+    -------
+    dict
+        What ``run_study`` returns (``ran``, ``finished``, ``ray_started``, ``compared``,
+        ``seconds``) and ``not_run``: the methods that cannot run on the data, with the reason.
+
+    Raises
+    ------
+    mtc.errors.InputError
+        A bad study, config, data or store, found before anything is created.
+    """
+    if any(not isinstance(override, str) for override in overrides):
+        raise InputError("overrides are strings, one per argument: run('every_method', 'data=files', ...)")
+    loaded = load_study(study)
+    not_run: dict[str, str] = {}
+    plans = plan_study(loaded, list(overrides), list(only), not_run)
+    outcome = run_study(replace(loaded, compares=() if only else loaded.compares), plans, compare_root=Path(compare_root),
+                        keep_ray=True, not_run=not_run)
+    return {**outcome, "not_run": not_run}
+
+
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m mtc.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("study", help="a study in conf/study (mtcmrl, mtcfir, smtnmf, aaai13, spmtc, all) or a YAML path")

@@ -5,6 +5,7 @@ choices never take a degenerate (collapsed) clustering."""
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,7 @@ from mtc.data import load_dataset
 from mtc.data.scaling import DEFAULT_SCALE, scaled
 from mtc.errors import InputError
 
-OWN_DATA_STUDY = "tests/studies/own_data.yaml"
+OWN_DATA_STUDY = str(Path(__file__).parent / "studies" / "own_data.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +121,8 @@ def test_snmf_on_breast_cancer_with_the_default_scale_beats_the_majority_by_ten_
 def test_every_method_on_own_data_lists_what_cannot_run_and_never_chooses_a_collapse(breast_cancer, tmp_path):
     """Unlabelled breast cancer as read (scale=none: SNMF puts each task into one cluster), tasks of
     2 and 3 clusters (SMT-NMF shares its clusters across tasks: listed, not run)."""
+    from mtc.sweep.driver import stop_kept_ray
+
     study = reproduce.load_study(OWN_DATA_STUDY)
     overrides = [*files_overrides(breast_cancer, ["u1.csv", "u2.csv"], "data.params.n_clusters=[2,3]",
                                   "data.params.scale=none"),
@@ -129,8 +132,11 @@ def test_every_method_on_own_data_lists_what_cannot_run_and_never_chooses_a_coll
     plans = reproduce.plan_study(study, overrides, [], not_run)
     assert [plan.name for plan in plans] == ["kmeans-bc", "snmf-bc"]
     assert list(not_run) == ["smtnmf"] and "same number of clusters in every task" in not_run["smtnmf"]
-    outcome = reproduce.run_study(study, plans, compare_root=tmp_path, not_run=not_run)
-    assert sorted(outcome["ran"]) == ["kmeans-bc", "snmf-bc"]
+    try:
+        outcome = reproduce.run(OWN_DATA_STUDY, *overrides, compare_root=tmp_path)  # as from a notebook
+    finally:
+        stop_kept_ray()
+    assert sorted(outcome["ran"]) == ["kmeans-bc", "snmf-bc"] and outcome["not_run"] == not_run
     folder = tmp_path / "compare_bc"
     assert list(csv.reader((folder / "not_run.csv").open()))[1][0] == "smtnmf"
     compare_md = (folder / "compare.md").read_text()
@@ -143,3 +149,27 @@ def test_every_method_on_own_data_lists_what_cannot_run_and_never_chooses_a_coll
     kmeans = pd.read_csv(plans[0].output_dir / "grid.csv")
     assert (kmeans.n_degenerate == 0).all()
     assert "kmeans" in compare_md and "silhouette" in compare_md
+
+
+@pytest.mark.slow
+def test_a_second_study_from_python_reuses_the_processes_ray(breast_cancer, tmp_path):
+    """reproduce.run keeps the local Ray it started: the next call (here the same study, whose
+    sweeps all finished: no Ray needed) and a new sweep from mtc.sweep.run find it running."""
+    import ray
+
+    import mtc.sweep
+    from mtc.sweep.driver import stop_kept_ray
+
+    store = [f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+             f"mlflow.artifact_root={tmp_path / 'art'}", "ray.num_cpus=2"]
+    try:
+        first = reproduce.run(OWN_DATA_STUDY, *files_overrides(breast_cancer, ["t1.csv", "t2.csv"],
+                                                               "data.params.label_column=label"),
+                              "sweep.repeats=1", *store, only=("kmeans",))
+        assert first["ray_started"] and ray.is_initialized()
+        node = ray.get_runtime_context().get_node_id()
+        mtc.sweep.run("kmeans", "synthetic", "sweep.repeats=1", *store)
+        assert ray.is_initialized() and ray.get_runtime_context().get_node_id() == node
+    finally:
+        stop_kept_ray()
+    assert not ray.is_initialized()
