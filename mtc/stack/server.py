@@ -21,6 +21,7 @@ records what runs. ``stop`` stops exactly what ``start`` started.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -180,18 +181,31 @@ def start_server(stack: Stack, timeout: float = 120.0) -> int:
 
 
 def stop_process_group(pid: int, grace: float = 10.0) -> None:
+    """SIGTERM to the group of ``pid``, SIGKILL after ``grace`` seconds if any of it is left.
+    A leader started by this process (start, then stop or restart_server in one process: a
+    test's fixture) is reaped as it exits: as a zombie it would keep its group alive for
+    ``killpg`` and every stop would wait the whole grace, then SIGKILL a server that had exited."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
+        reap(pid)
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
             return
         time.sleep(0.2)
-    os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    reap(pid)
+
+
+def reap(pid: int) -> None:
+    """Collect ``pid``'s exit status if it is an exited child of this process (else nothing)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def load_state(root: Path) -> Stack | None:
