@@ -146,8 +146,9 @@ def detected_after(err: str, lost_at: float) -> float | None:
 
 
 def progress_counts(err: str) -> dict[str, int]:
-    """The last counts of the study's progress line (mtc.sweep.progress: 'running 2, failed 0, retried 1')."""
-    return {key: int(value) for key, value in re.findall(r"(running|failed|retried) (\d+)", err)}
+    """The last counts of the study's progress line (mtc.sweep.progress: 'running 2, failed 0, retried 1,
+    nodes lost 1')."""
+    return {key: int(value) for key, value in re.findall(r"(running|failed|retried|nodes lost) (\d+)", err)}
 
 
 def test_a_study_survives_the_loss_of_a_worker_host(cluster, tmp_path, monkeypatch):
@@ -184,7 +185,8 @@ def test_a_study_survives_the_loss_of_a_worker_host(cluster, tmp_path, monkeypat
     assert found["parents"] == {"FINISHED": 4}
     assert progress_counts(err)["retried"] >= 1, err[-3000:]  # the trials the lost host was running ran again
     assert "4 sweeps run" in out
-    # Ray's own line on the driver's stdout names the lost node (mtc's output does not)
+    assert progress_counts(err).get("nodes lost") == 1, err[-3000:]  # the progress line says a node was lost
+    # Ray's own line on the driver's stdout names the lost node
     assert re.search(r"The node with node id: \w+ and address: 10\.213\.0\.3 .*has been marked dead", out), out
 
 

@@ -141,14 +141,14 @@ def task_names(records: list) -> list[str]:
 
 def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) -> pd.DataFrame:
     """Every grid point of one sweep (by name or parent run id), as its report's ``grid.csv``:
-    ``point``, ``n_runs``, ``n_failed``, and ``<metric> mean`` / ``<metric> std`` of every
-    metric, with ``stability/mean`` when every seed clustered the same data."""
+    ``point``, ``n_runs``, ``n_failed``, ``n_degenerate``, and ``<metric> mean`` / ``<metric> std``
+    of every metric, with ``stability/mean`` when every seed clustered the same data."""
     client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     parent = find_parent(client, experiment_id, sweep)
     records = trial_records(client, experiment_id, parent.info.run_id)
     tasks = task_names(records)
     same_data = parent.data.tags.get("mtc.data_draws", "1") == "1"
-    rows = [{"point": s.point, "n_runs": s.n_runs, "n_failed": s.n_failed,
+    rows = [{"point": s.point, "n_runs": s.n_runs, "n_failed": s.n_failed, "n_degenerate": s.n_degenerate,
              **{f"{key} {stat}": getattr(s, stat)[key] for key in sorted(s.mean) for stat in ("mean", "std")}}
             for s in point_summaries(client, records, tasks, same_data)]
     return pd.DataFrame(rows)

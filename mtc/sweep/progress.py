@@ -3,14 +3,28 @@ tables: seeds done of all, sweeps done (a study), Tune trials running, failed an
 tqdm's rate and ETA. Failed counts seeds: fits that raised, seeds whose runs could not be
 logged (a full disk), and the seeds of Tune trials whose worker died more often than retried.
 Degenerate counts the finished seeds whose fit put a task into fewer clusters than asked.
+Nodes lost counts the cluster's nodes that died during the run (Ray marks them dead; their
+trials are retried on the others), looked up when a trial is retried or fails.
 ``sweep.verbose=1`` or higher gives Ray Tune's own output back."""
 
 from __future__ import annotations
 
 import contextlib
+import time
 
+import ray
 from ray.tune import Callback
 from tqdm import tqdm
+
+
+NODE_CHECK_SECONDS = 5.0  # after a retry, the cluster's dead nodes are counted again at most this often
+
+
+def dead_nodes() -> int:
+    """How many nodes of the connected Ray cluster are marked dead (0 when none is connected)."""
+    if not ray.is_initialized():
+        return 0
+    return sum(not node["Alive"] for node in ray.nodes())
 
 
 class ProgressLine(Callback):
@@ -25,21 +39,28 @@ class ProgressLine(Callback):
         for batch, sweep in (sweep_of or {}).items():
             self.left[sweep] = self.left.get(sweep, 0) + 1
         self.bar = None
-        self.failed = self.retried = self.degenerate = 0
+        self.failed = self.retried = self.degenerate = self.nodes_lost = 0
+        self.dead_before = 0  # nodes already dead when the run started (an earlier run's)
+        self.nodes_checked = 0.0  # time.monotonic() of the last count
         self.postfix = ""
 
     def seeds(self, trial) -> int:
         return self.batch_sizes[trial.config["batch"]]
 
     def setup(self, **info):
+        self.dead_before = dead_nodes()
         self.bar = tqdm(total=sum(self.batch_sizes.values()), desc=self.description, unit="trial",
                         dynamic_ncols=True, mininterval=1.0)
 
     def on_step_end(self, iteration, trials, **info):
+        if self.retried and time.monotonic() - self.nodes_checked > NODE_CHECK_SECONDS:  # Ray marks a node dead late
+            self.nodes_lost = dead_nodes() - self.dead_before
         running = sum(trial.status == "RUNNING" for trial in trials)
         postfix = f"running {running}, failed {self.failed}, retried {self.retried}"
         if self.degenerate:
             postfix += f", degenerate {self.degenerate}"
+        if self.nodes_lost:
+            postfix += f", nodes lost {self.nodes_lost}"
         if self.sweep_of:
             done = sum(left == 0 for left in self.left.values())
             postfix = f"sweeps {done}/{len(self.left)}, {postfix}"
@@ -59,10 +80,16 @@ class ProgressLine(Callback):
         self.ended(trial)
         self.bar.update(self.seeds(trial))
 
+    def count_lost_nodes(self):
+        self.nodes_lost, self.nodes_checked = dead_nodes() - self.dead_before, time.monotonic()
+
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.retried += 1
+        self.count_lost_nodes()
+        self.on_step_end(iteration, trials)
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        self.count_lost_nodes()
         self.ended(trial)
         self.failed += self.seeds(trial)
         self.bar.update(self.seeds(trial))
