@@ -29,7 +29,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from mtc import CONF_DIR
+from mtc.data.sources import resolved as resolved_path
 from mtc.data.spec import DataSpec, data_spec, with_scale
+from mtc.data.text import not_a_regular_file
 from mtc.errors import InputError
 
 if typing.TYPE_CHECKING:
@@ -435,6 +437,18 @@ def sweep_name(name, default: str) -> str:
     return name
 
 
+def check_data_paths(data: DataSpec) -> None:
+    """The user's files (``data=files``) that are neither a regular file nor a folder, refused
+    from their status before anything opens them: hashing them for the cache key (the first
+    read) would block on a FIFO or never end on ``/dev/zero``. mtc.data.files checks the rest."""
+    if data.builder != "files":
+        return
+    for path in map(resolved_path, data.params.get("paths") or []):
+        problem = not_a_regular_file(path)
+        if problem:
+            raise InputError(f"{path}: {problem}")
+
+
 def ray_settings(cfg: DictConfig) -> RaySettings:
     memory = positive_int(cfg.ray.object_store_memory, "ray.object_store_memory")
     if memory < MIN_OBJECT_STORE_MEMORY:
@@ -507,6 +521,7 @@ def settings(cfg: DictConfig, check_method: bool = True) -> Settings:
     check_known_keys(cfg)
     method = method_spec(cfg, check_method)
     data = data_spec(cfg.data)
+    check_data_paths(data)
     if data.builder == "files":  # scale=auto: the measured default for the method's input needs
         data = with_scale(data, method.solver.input_needs)
     seed = non_negative_int(cfg.get("seed", 0), "seed")

@@ -489,3 +489,123 @@ def test_describe_shows_unlabelled_tasks_and_all_skips_files(tmp_path, monkeypat
     assert data_cli.main(["describe", "all"]) == 0
     assert described == [name for name in available("data") if name != "files"] and "reuters" in described
     assert capsys.readouterr().out.splitlines() == described
+
+
+# --- issue 50: a hostile user's files -------------------------------------------------------
+
+
+def refused(paths, **params) -> str:
+    """The one line build_files refuses ``paths`` with; a read that blocks (a FIFO opened)
+    fails the test after 20 s instead of hanging it."""
+    import signal
+
+    def blocked(*_):
+        raise AssertionError("build_files blocked: it opened what is not a regular file")
+
+    previous = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(20)
+    try:
+        with pytest.raises(InputError) as raised:
+            files.build_files([str(p) for p in paths], **params)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    text = str(raised.value)
+    assert "\n" not in text, text
+    return text
+
+
+def test_the_same_file_listed_twice_is_refused_naming_it(tmp_path):
+    """It was one task, silently: the paths were a dict's keys."""
+    path = tmp_path / "t1.csv"
+    write_csv(path, X1, Y1)
+    assert refused([path, path], label_column="label") == (f"{path}: listed twice in data.params.paths: each file or "
+                                                           "folder is one task, list it once")
+    assert refused([path, tmp_path / "." / "t1.csv"], label_column="label").startswith(f"{path}: listed twice")
+    (tmp_path / "again.csv").hardlink_to(path)  # the same file by another name
+    assert refused([path, tmp_path / "again.csv"], label_column="label").startswith(
+        f"{tmp_path}/again.csv: listed twice in data.params.paths (also as {path})")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("apples and pears")
+    assert refused([tmp_path / "docs", tmp_path / "docs"], n_clusters=2).startswith(f"{tmp_path}/docs: listed twice")
+
+
+def documents(folder, **texts):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (folder / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    return folder
+
+
+def test_a_binary_file_in_a_text_folder_is_refused_naming_it(tmp_path):
+    """It became a document of replacement characters, silently; refused rather than skipped
+    (read_documents' docstring says why). A stray Latin-1 letter in a text still passes."""
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
+    folder = documents(tmp_path / "docs", **{"a.txt": "apples and pears", "b.png": png})
+    assert refused([folder], n_clusters=2) == (f"{folder}: document 'b.png' is binary (a NUL byte at offset 8), not "
+                                               "a text document; remove it from the folder or convert it to UTF-8 "
+                                               "text")
+    greek = "καλημέρα κόσμε, ένα κείμενο σε άλλη κωδικοποίηση".encode("iso-8859-7")
+    folder = documents(tmp_path / "greek", **{"a.txt": "apples and pears", "b.txt": greek})
+    assert refused([folder], n_clusters=2).startswith(f"{folder}: document 'b.txt' is not UTF-8 text (")
+    labelled = tmp_path / "labelled"
+    documents(labelled / "fruit", **{"a.txt": "apples and pears", "b.txt": "plums and cherries"})
+    documents(labelled / "veg", **{"c.txt": "leeks and onions", "d.pdf": b"%PDF-1.4\n\x00binary"})
+    assert refused([labelled]).startswith(f"{labelled}: document 'veg/d.pdf' is binary")
+    (labelled / "veg" / "d.pdf").write_bytes("caf\xe9 au lait with leeks and onions".encode("latin-1"))
+    dataset = files.build_files([str(labelled)])
+    assert dataset.tasks[0].n_samples == 4 and dataset.tasks[0].class_names == ("fruit", "veg")
+
+
+def test_what_is_not_a_regular_file_is_refused_before_it_is_opened(tmp_path):
+    """A FIFO hung the read (and /dev/zero would never end it): refused from its status."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe.csv")
+    assert refused([tmp_path / "pipe.csv"], label_column="label") == (
+        f"{tmp_path}/pipe.csv: a FIFO (named pipe), not a regular file: give a data file or a folder of text documents")
+    (tmp_path / "zero.npy").symlink_to("/dev/zero")
+    assert refused([tmp_path / "zero.npy"], n_clusters=2).startswith(
+        "/dev/zero: a character device, not a regular file")
+    folder = documents(tmp_path / "docs" / "fruit", **{"a.txt": "apples and pears"}).parent
+    documents(folder / "veg", **{"b.txt": "leeks and onions"})
+    os.mkfifo(folder / "veg" / "c.txt")
+    assert refused([folder]) == (f"{folder}: 'veg/c.txt' is a FIFO (named pipe), not a document (a regular file); "
+                                 "remove it from the folder")
+    (folder / "veg" / "c.txt").unlink()
+    (folder / "veg" / "more").mkdir()
+    assert refused([folder]).startswith(f"{folder}: 'veg/more' is a folder, not a document")
+
+
+def test_the_config_refuses_what_is_not_a_regular_file_before_hashing_it(tmp_path, compose_config):
+    """The cache key hashes every path before the builder runs: settings() refuses a FIFO
+    first, or the sweep would hang there."""
+    import os
+
+    from mtc.config import settings
+
+    os.mkfifo(tmp_path / "pipe.csv")
+    cfg = compose_config("data=files", "data.name=mine", f"data.params.paths=[{tmp_path / 'pipe.csv'}]")
+    with pytest.raises(InputError, match=f"^{tmp_path}/pipe.csv: a FIFO \\(named pipe\\), not a regular file"):
+        settings(cfg)
+
+
+@pytest.mark.parametrize("suffix, writer", [(".csv", "csv"), (".tsv", "tsv"), (".csv.gz", "csv.gz")])
+def test_repeated_column_names_are_refused_naming_them(tmp_path, suffix, writer):
+    """pandas renamed the second 'f1' to 'f1.1' and read it as another feature, silently."""
+    frame = table(X1, Y1).set_axis(["f0", "f1", "f1", "f0", "label"], axis=1)
+    path = tmp_path / f"t1{suffix}"
+    sep = "\t" if writer == "tsv" else ","
+    frame.to_csv(path, sep=sep, index=False, compression="gzip" if writer == "csv.gz" else None)
+    assert refused([path], label_column="label") == (f"{path}: repeated column names 'f0', 'f1': every column needs "
+                                                     "its own name (pandas would read a repeat as another feature, "
+                                                     "renamed 'f0.1')")
+
+
+def test_a_task_column_that_is_the_label_column_is_refused(tmp_path):
+    """It was answered with a message about non-numeric columns or one class."""
+    path = tmp_path / "t1.csv"
+    write_csv(path, X1, Y1)
+    assert refused([path], label_column="label", task_column="label") == (
+        "data.params.task_column and data.params.label_column are both 'label': they must differ (one column names "
+        "each row's task, the other its class)")

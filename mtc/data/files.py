@@ -18,7 +18,10 @@ a task column. The format is told by the suffix:
 
 Every file is read and checked before any task is built; each problem is one line naming the
 file and what is wrong, all of them in one InputError. Tasks share one feature space: tables
-need the same feature columns in the same order, arrays the same number of columns.
+need the same feature columns in the same order, arrays the same number of columns. A path
+must be a regular file or a folder, told by its status before it is opened (a FIFO would block
+the read, ``/dev/zero`` never end it), and be listed once (the same file twice is one task
+twice, which no multi-task method means); a table's column names must differ.
 
 Labels are optional: without them ``n_clusters`` is required. A task without labels has
 ``y = None`` and clusters named ``cluster0``, ``cluster1``, ... (``mtc.tasks.cluster_names``);
@@ -34,11 +37,11 @@ import numpy as np
 import pandas as pd
 import scipy.io
 import scipy.sparse as sp
-from sklearn.datasets import load_files, load_svmlight_file
+from sklearn.datasets import load_svmlight_file
 
 from mtc.data.scaling import AUTO, check_scale, default_scale, scaled
 from mtc.data.sources import resolved
-from mtc.data.text import vectorize_tasks
+from mtc.data.text import binary_reason, not_a_regular_file, special_file, vectorize_tasks
 from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset, Task, cluster_names
 
@@ -174,6 +177,9 @@ def table_contents(frame: pd.DataFrame, label_column: str | None, task_column: s
     if frame.empty:
         raise FileProblem("no rows (empty task)")
     frame = frame.rename(columns=str)
+    repeated = frame.columns[frame.columns.duplicated()].unique()
+    if len(repeated):
+        raise FileProblem(f"repeated column names {names(repeated)}: every column needs its own name")
     named = {"label column": label_column, "task column": task_column}
     for kind, column in named.items():
         if column is not None and column not in frame.columns:
@@ -232,9 +238,32 @@ def read_npz(path: Path) -> sp.csr_matrix | dict[str, np.ndarray]:
         return {name: archive[name] for name in archive.files}
 
 
+def read_table(path: Path, sep: str = ",") -> pd.DataFrame:
+    """A CSV or TSV table, refused when its header repeats a column name.
+
+    pandas renames a repeated name on reading (``x``, ``x.1``: ``mangle_dupe_cols``, which
+    turned that off, is gone since pandas 2.0; 3.1 renames too), so two columns named alike
+    would be taken as two features silently; the header row is read again as data to see the
+    names as written. Unnamed columns (pandas' ``Unnamed: i``) are not repeats.
+
+    Raises
+    ------
+    FileProblem
+        Naming the repeated column names.
+    """
+    frame = pd.read_csv(path, sep=sep)
+    header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
+    written = [name for name in header.tolist() if name != ""]
+    repeated = sorted({name for name in written if written.count(name) > 1})
+    if repeated:
+        raise FileProblem(f"repeated column names {names(repeated)}: every column needs its own name (pandas "
+                          f"would read a repeat as another feature, renamed {repeated[0] + '.1'!r})")
+    return frame
+
+
 LOADERS = {
-    "CSV": pd.read_csv,
-    "TSV": lambda path: pd.read_csv(path, sep="\t"),
+    "CSV": read_table,
+    "TSV": lambda path: read_table(path, sep="\t"),
     "Parquet": pd.read_parquet,
     "NumPy": lambda path: np.load(path, allow_pickle=False),
     "NumPy archive": read_npz,
@@ -267,6 +296,8 @@ def read_file(path: Path, label_column: str | None, task_column: str | None, dat
     kind = file_format(path)[0]
     try:
         loaded = LOADERS[kind](path)
+    except FileProblem:
+        raise
     except Exception as error:  # whatever the library raises on a file it cannot parse
         raise FileProblem(f"unreadable as {kind} ({type(error).__name__}: {first_line(error)})") from None
     if isinstance(loaded, pd.DataFrame):
@@ -285,32 +316,52 @@ def read_file(path: Path, label_column: str | None, task_column: str | None, dat
 def read_documents(folder: Path, label_column: str | None, task_column: str | None) -> tuple[list[str], np.ndarray | None]:
     """A folder of text documents: (documents, class of each or None).
 
-    One sub-folder per class (scikit-learn's ``load_files``), or files only (unlabelled).
+    One sub-folder per class (as scikit-learn's ``load_files``: classes and documents in name
+    order), or files only (unlabelled). Every entry is checked before any is opened: a
+    document must be a regular file (a FIFO would block the read, a device never end it, a
+    folder inside a class folder is not one). A document whose bytes are not text
+    (``mtc.data.text.binary_reason``: a NUL byte, or mostly invalid UTF-8) is refused rather
+    than skipped: skipping would change the task's documents without the user's say, and a
+    folder of PDFs or images would turn into a smaller, or an empty, task with only a note to
+    tell; refused, the line names the file to remove or convert, as every other bad file is
+    named. A few invalid UTF-8 bytes in a text are decoded as U+FFFD.
 
     Raises
     ------
     FileProblem
-        For a label or task column (a folder has none), files beside class sub-folders, or no
-        document.
+        For a label or task column (a folder has none), files beside class sub-folders, an
+        entry that is not a regular file, a binary document, or no document.
     """
     for what, column in (("label column", label_column), ("task column", task_column)):
         if column is not None:
             raise FileProblem(f"{what} {column!r} not found: a folder of documents is one task, labelled by its "
                               f"class sub-folders")
-    members = sorted(folder.iterdir())
-    files = [p for p in members if p.is_file()]
-    if files and len(files) < len(members):
-        raise FileProblem(f"files {names(p.name for p in files[:3])} beside class sub-folders: put every document "
-                          f"in a class sub-folder, or none")
     try:
-        if files:
-            return [p.read_text(encoding="utf-8", errors="replace") for p in files], None
-        bunch = load_files(folder, encoding="utf-8", decode_error="replace", shuffle=False)
-    except OSError as error:  # e.g. a folder inside a class folder, a file without read permission
+        members = sorted(folder.iterdir())
+        classes = [p for p in members if p.is_dir()]
+        files = [p for p in members if not p.is_dir()]
+        if files and classes:
+            raise FileProblem(f"files {names(p.name for p in files[:3])} beside class sub-folders: put every "
+                              f"document in a class sub-folder, or none")
+        entries = [(p, None) for p in files] or [(p, c.name) for c in classes for p in sorted(c.iterdir())]
+        odd = [(p, special_file(p) or "a folder") for p, _ in entries if p.is_dir() or special_file(p)]
+        if odd:
+            (first, what), more = odd[0], f" (and {len(odd) - 1} more entries)" if len(odd) > 1 else ""
+            raise FileProblem(f"{str(first.relative_to(folder))!r} is {what}, not a document (a regular file){more}; "
+                              f"remove it from the folder")
+        texts = []
+        for path, _ in entries:
+            data = path.read_bytes()
+            reason = binary_reason(data)
+            if reason:
+                raise FileProblem(f"document {str(path.relative_to(folder))!r} is {reason}, not a text document; "
+                                  f"remove it from the folder or convert it to UTF-8 text")
+            texts.append(data.decode("utf-8", errors="replace"))
+    except OSError as error:  # e.g. a file without read permission, a dangling link
         raise FileProblem(f"unreadable documents ({type(error).__name__}: {first_line(error)})") from None
-    if not bunch.data:
+    if not texts:
         raise FileProblem("no documents (empty task)")
-    return bunch.data, np.asarray(bunch.target_names)[bunch.target]
+    return texts, None if files else np.asarray([label for _, label in entries])
 
 
 def align_svmlight(contents: dict[Path, Contents]) -> dict[Path, Contents]:
@@ -503,11 +554,22 @@ def build_files(paths: list[str], *, task_column: str | None = None, label_colum
     if not paths:
         raise InputError("data.params.paths is empty: give one file or text folder per task "
                          "(or one file and data.params.task_column)")
-    read, problems = {}, []
+    if task_column is not None and task_column == label_column:
+        raise InputError(f"data.params.task_column and data.params.label_column are both {task_column!r}: they must "
+                         f"differ (one column names each row's task, the other its class)")
+    read, problems, listed = {}, [], {}
     for path in map(resolved, paths):
         try:
             if not path.exists():
                 raise FileProblem("missing file")
+            if not_a_regular_file(path):
+                raise FileProblem(not_a_regular_file(path))
+            identity = (path.stat().st_dev, path.stat().st_ino)  # the same file by another name too (a hard link)
+            if identity in listed:
+                also = f" (also as {listed[identity]})" if listed[identity] != path else ""
+                raise FileProblem(f"listed twice in data.params.paths{also}: each file or folder is one task, list it "
+                                  f"once")
+            listed[identity] = path
             read[path] = (read_documents(path, label_column, task_column) if path.is_dir()
                           else read_file(path, label_column, task_column, data_variable))
         except FileProblem as problem:

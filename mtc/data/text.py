@@ -9,9 +9,17 @@ each document L2-normalised. Documents left without any kept term can be dropped
 (Snowball's Porter2), both from PyStemmer (Snowball's own C code, rather than a hand port).
 scikit-learn is imported by the functions that vectorise: mtc.data's import, and a finished
 sweep's rerun from the command line with it, skip it (1.2 s).
+
+What may be read as a document, checked before it is vectorised: ``special_file`` tells, from
+a path's status and without opening it, a FIFO, a device or a socket (reading one blocks for a
+writer, or never ends: ``/dev/zero``), and ``binary_reason`` a file of bytes that is not text.
 """
 
 from __future__ import annotations
+
+import os
+import re
+import stat
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +28,50 @@ import Stemmer
 from mtc.errors import InputError
 
 STEMMERS = ("porter", "english")
+# What a path that is neither a regular file nor a folder is (os.stat's file types)
+SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+NUL_PROBE = 8192  # the bytes searched for a NUL, as git and GNU grep decide that a file is binary
+MAX_NOT_UTF8 = 0.1  # the share of a document's bytes that may be invalid UTF-8 (stray Latin-1 letters)
+NOT_UTF8 = re.compile("[\udc80-\udcff]")  # an invalid byte, decoded with errors="surrogateescape"
+
+
+def special_file(path) -> str | None:
+    """What ``path`` is when it is neither a regular file nor a folder ("a FIFO (named pipe)",
+    "a character device", ...), from its status (symbolic links followed), without opening it;
+    None for a regular file, a folder, or a path that cannot be stat'ed (missing: the reader
+    says so)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((what for test, what in SPECIAL_FILES if test(mode)), "not a regular file")
+
+
+def not_a_regular_file(path) -> str | None:
+    """What is wrong with a data path (``data.params.paths``) that is neither a regular file nor
+    a folder, in words that follow the path; None for one that is (or is missing)."""
+    kind = special_file(path)
+    return kind and f"{kind}, not a regular file: give a data file or a folder of text documents"
+
+
+def binary_reason(data: bytes) -> str | None:
+    """Why a file's bytes are not a text document, or None when they are one.
+
+    A NUL byte in the first NUL_PROBE bytes (images, archives, PDFs, UTF-16 text all have
+    one), or more than MAX_NOT_UTF8 of the bytes invalid as UTF-8 (text in another encoding,
+    which decoding would turn into replacement characters). A few invalid bytes, a stray
+    Latin-1 letter, pass: they are decoded as U+FFFD, as before.
+    """
+    nul = data.find(b"\0", 0, NUL_PROBE)
+    if nul >= 0:
+        return f"binary (a NUL byte at offset {nul})"
+    invalid = len(NOT_UTF8.findall(data.decode("utf-8", errors="surrogateescape")))
+    if invalid > MAX_NOT_UTF8 * len(data):
+        return f"not UTF-8 text ({invalid} of its {len(data)} bytes are invalid UTF-8)"
+    return None
 
 
 def stemming_analyzer(stemmer: str, lowercase: bool, stop_words: str | None):
