@@ -5,7 +5,7 @@ Regenerated in memory and compared with the committed files; then checked for th
 every published mean of a method of ours (paper, table, benchmark, method, metric) appears once,
 every published task value once; the status follows from the gap; a reason is given exactly where
 a row is not within 3 points, and every reason entry explains some row and links to a heading
-that exists."""
+that exists; docs/results/README.md quotes the summary as it stands."""
 
 import re
 from pathlib import Path
@@ -28,6 +28,7 @@ from mtc.results.fidelity import (
     main,
     matches,
     read_cells,
+    summary_table,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +112,12 @@ def test_a_reason_exactly_where_a_row_is_not_within_3_points_and_every_link_reso
         assert (RESULTS / info["page"]).is_file()
         assert anchor(info["title"]) == slugify(info["title"], "-")
     assert len({entry["label"] for entry in reasons}) == len(reasons)
+
+
+def test_the_results_home_quotes_the_summary(generated):
+    frame, papers, _ = generated
+    assert summary_table(frame, papers) in (RESULTS / "README.md").read_text(), \
+        "docs/results/README.md does not quote fidelity.md's summary as it stands"
 
 
 def test_folders_that_disagree_on_a_cell_are_named(tmp_path, capsys):
