@@ -1,9 +1,12 @@
 """The sweep lease in a tracking store (mtc locks.server_lease): drivers on two machines see
 each other through the store. Exercised here on a real MLflow store through its client (the
 lease only reads and writes experiment tags, as it does through a server's REST API); the
-two-driver case against a real server is in tests/test_multinode.py."""
+two-driver case against a real server is in tests/test_multinode.py. Also the file locks of
+mtc.store.locks: a holder record in the lock file, and a dead driver's leftover that still
+holds it."""
 
 import json
+import os
 import time
 
 import pytest
@@ -76,3 +79,83 @@ def test_a_sqlite_store_is_left_to_its_file_lock(store):
     client, experiment = store
     with locks.server_lease(client, experiment, {"k1": "toy"}, "sqlite:////tmp/x.db"):
         assert locks.lease_holder(client, experiment, "k1") is None
+
+
+def dead_process_here() -> dict:
+    """A holder record of a process of this machine that has exited."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return {**locks.this_process(), "pid": child.pid, "started": None}
+
+
+def test_a_lease_of_a_dead_driver_of_this_machine_is_taken_over_at_once(store):
+    """The driver was killed (SIGKILL) a moment ago on this host: its lease was renewed just
+    now, but its process is gone here, so the same command takes the sweep over at once."""
+    client, experiment = store
+    dead = dead_process_here()
+    fresh = json.dumps({"holder": f"{dead['host']} pid {dead['pid']} deadbeef", "renewed": time.time(),
+                        "process": dead})
+    client.set_experiment_tag(experiment, locks.LEASE_TAG.format(key="k1"), fresh)
+    assert locks.lease_holder(client, experiment, "k1") is None
+    with locks.server_lease(client, experiment, {"k1": "toy"}, REMOTE):
+        assert locks.lease_holder(client, experiment, "k1")["process"]["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize("elsewhere", [{"host": "node-b"}, {"boot": "another-boot"}, {"pidns": "pid:[1]"}, {}],
+                         ids=["another host", "another boot", "another PID namespace", "no process recorded"])
+def test_a_fresh_lease_held_from_elsewhere_is_kept_until_it_lapses(store, elsewhere):
+    """A pid that runs nothing here says nothing of a driver on another host, in another boot
+    or PID namespace (a container with this host name), or of an older driver's lease."""
+    client, experiment = store
+    process = {**dead_process_here(), **elsewhere} if elsewhere else None
+    lease = {"holder": "node-b pid 4242 deadbeef", "renewed": time.time(), **({"process": process} if process else {})}
+    client.set_experiment_tag(experiment, locks.LEASE_TAG.format(key="k1"), json.dumps(lease))
+    with pytest.raises(locks.BusyError, match="lapses after 120 s; on the machine it ran on, at once"):
+        with locks.server_lease(client, experiment, {"k1": "toy"}, REMOTE):
+            pass
+
+
+def test_a_lock_file_records_its_holder_and_is_removed_on_release(tmp_path):
+    lock = tmp_path / ".driver.lock"
+    with locks.held(lock, "busy {pid}"):
+        assert locks.read_holder(lock) == locks.this_process()
+        with pytest.raises(locks.BusyError, match=f"^busy {os.getpid()}$"):
+            with locks.held(lock, "busy {pid}"):
+                pass
+    assert not lock.exists()
+
+
+def test_a_lock_kept_by_a_dead_drivers_leftover_is_freed(tmp_path):
+    """The lock's recorded holder is gone but a process that shares its open file (a fork that
+    did not exec) still holds it: that leftover is ended and the lock taken; a live holder's
+    lock is never taken."""
+    import fcntl
+    import subprocess
+    import sys
+
+    lock = tmp_path / ".driver.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, json.dumps(dead_process_here()).encode())
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], pass_fds=[fd])
+    os.close(fd)  # only the leftover holds it now
+    try:
+        assert locks.lock_holders(lock) == [leftover.pid]
+        with locks.held(lock, "busy {pid}"):
+            assert leftover.wait(timeout=10) is not None
+    finally:
+        leftover.kill()
+        leftover.wait()
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, json.dumps({**locks.this_process(), "pid": os.getppid(),
+                             "started": locks.start_time(os.getppid())}).encode())
+    try:
+        with pytest.raises(locks.BusyError):
+            with locks.held(lock, "busy {pid}"):
+                pass
+    finally:
+        os.close(fd)

@@ -1,5 +1,7 @@
-"""Locks that keep concurrent drivers apart (filelock: an OS lock, released by the kernel
-when its holder dies, even by SIGKILL, so a killed driver never blocks the next one).
+"""Locks that keep concurrent drivers apart: an OS lock (flock) on a file opened close-on-exec,
+released by the kernel when its holder dies, even by SIGKILL, so a killed driver never blocks
+the next one; the lock file records its holder (pid, host, boot, PID namespace, start time)
+and is removed when released.
 
 - One live driver per sweep: a second driver of the same sweep (same output folder) would
   delete and re-create the first one's pending runs.
@@ -7,24 +9,32 @@ when its holder dies, even by SIGKILL, so a killed driver never blocks the next 
   migrations of a new store race (``alembic ... Online migration expected to match one
   row``); concurrent sweeps belong on a tracking server (python -m mtc.stack start).
 
+A lock outlives its holder only in a process that shares its open file (a fork that did not
+exec: close-on-exec keeps it from every program a driver starts). If the recorded holder is
+gone from this machine and such a process still holds the lock, it is a leftover of the dead
+driver: it is ended and the lock taken (``held``).
+
 A file lock only sees drivers on one machine. Against a tracking server or a database, two
 drivers of one sweep may run on two machines with two output folders; there the sweep is
 leased on the server (``server_lease``): an experiment tag per sweep key names the driver and
-is renewed by a heartbeat.
+is renewed by a heartbeat. A lease whose holder was on this machine and is gone is taken over
+at once; one held from another machine lapses after LEASE_SECONDS.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import functools
 import json
 import os
+import signal
 import socket
 import threading
 import time
 import uuid
 from pathlib import Path
-
-from filelock import FileLock, Timeout
 
 from mtc.errors import InputError
 
@@ -33,39 +43,186 @@ class BusyError(InputError):
     """Another live driver holds the lock."""
 
 
+@functools.cache
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+@functools.cache
+def pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/<pid>/stat), or None if it
+    does not run here."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process here that has not exited (a zombie has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def this_process() -> dict:
+    """What names this process to a driver that finds its lock or lease: pid, host, boot, PID
+    namespace and start time (a pid reused by a later process is told apart)."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "boot": boot_id(), "pidns": pid_namespace(),
+            "started": start_time(os.getpid())}
+
+
+def gone(holder: dict) -> bool:
+    """Whether the process a holder record names has ended, as far as this machine can tell: it
+    ran here (this host, this boot, this PID namespace) and its pid runs no more, or runs a
+    process started at another time. A holder elsewhere is never gone by this test."""
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or not holder.get("boot") or not holder.get("pidns"):
+        return False
+    if (holder.get("host"), holder["boot"], holder["pidns"]) != (socket.gethostname(), boot_id(), pid_namespace()):
+        return False
+    return not alive(pid) or start_time(pid) != holder.get("started")
+
+
+def end_processes(pids, grace: float = 5.0) -> list[int]:
+    """SIGTERM to each of ``pids``, SIGKILL to those still alive ``grace`` seconds later (and a
+    short wait for them to go); returns the pids that were alive."""
+    ended = []
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+            ended.append(pid)
+    deadline = time.monotonic() + grace
+    while any(alive(pid) for pid in ended) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in ended:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while any(alive(pid) for pid in ended) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return ended
+
+
+def take(path: Path) -> int | None:
+    """A descriptor holding the lock at ``path`` (the file created if needed, close-on-exec), or
+    None if another process holds it. A file its previous holder removed while this one waited
+    is not taken: the lock is then on the new file."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def release(path: Path, fd: int) -> None:
+    """Remove the lock file, then let go of the lock (in that order: a process that opened the
+    old file and takes its lock next sees it removed, see take)."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    finally:
+        os.close(fd)
+
+
+def read_holder(path: Path) -> dict | None:
+    """The holder record in the lock file at ``path``, or None (no file, or not yet written)."""
+    try:
+        holder = json.loads(Path(path).read_text() or "null")
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def lock_holders(path: Path) -> list[int]:
+    """The processes whose open file holds the flock on ``path`` (/proc/<pid>/fdinfo lists the
+    locks an open file holds, in every process that shares it)."""
+    try:
+        inode = os.stat(path).st_ino
+    except OSError:
+        return []
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            for info in (proc / "fdinfo").iterdir():
+                with contextlib.suppress(OSError):
+                    text = info.read_text()
+                    if any(line.startswith("lock:") and "FLOCK" in line and line.split()[-3].endswith(f":{inode}")
+                           for line in text.splitlines()):
+                        found.append(int(proc.name))
+                        break
+    return found
+
+
+def take_or_free(path: Path) -> tuple[int | None, dict | None]:
+    """take(path); when another holds the lock but the holder it records is gone (gone), the
+    processes still holding it (a dead driver's leftovers) are ended and the lock taken.
+    Returns (descriptor or None, the holder record found)."""
+    fd = take(path)
+    if fd is not None:
+        return fd, None
+    holder = read_holder(path)
+    if holder is not None and gone(holder):
+        end_processes(lock_holders(path))
+        fd = take(path)
+    return fd, holder
+
+
 @contextlib.contextmanager
 def held(path: Path, busy_message: str):
-    """Hold the lock at ``path`` (a sibling file records the holder's pid), or raise BusyError
-    with ``busy_message`` (``{pid}`` is filled in) if another process holds it."""
-    lock = FileLock(str(path))
+    """Hold the lock at ``path`` (its file records the holder: this_process), or raise BusyError
+    with ``busy_message`` (``{pid}`` is filled in) if another live process holds it."""
+    fd, holder = take_or_free(Path(path))
+    if fd is None:
+        raise BusyError(busy_message.format(pid=(holder or {}).get("pid", "?"))) from None
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        holder = read_holder(path)
-        raise BusyError(busy_message.format(pid=holder)) from None
-    owner = path.with_name(path.name + ".pid")
-    try:
-        owner.write_text(str(os.getpid()))
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(this_process()).encode(), 0)
         yield
     finally:
-        owner.unlink(missing_ok=True)
-        lock.release()
+        release(Path(path), fd)
 
 
-def read_holder(path: Path) -> str:
-    try:
-        return path.with_name(path.name + ".pid").read_text().strip() or "?"
-    except OSError:
-        return "?"
+def driver_message(sweep_name: str, output_dir: Path) -> str:
+    """The refusal of a second driver of a sweep (``{pid}``: the first one's)."""
+    return (f"sweep {sweep_name!r} is already running (driver pid {{pid}}, output folder {output_dir}); wait for it, "
+            "or stop it and run this command again to resume")
 
 
 @contextlib.contextmanager
 def driver_locks(output_dir: Path, sweep_name: str, tracking_uri: str):
     """The locks a sweep's driver holds for its whole life."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(held(output_dir / ".driver.lock",
-                                 f"sweep {sweep_name!r} is already running (driver pid {{pid}}, output folder "
-                                 f"{output_dir}); wait for it, or stop it and run this command again to resume"))
+        stack.enter_context(held(output_dir / ".driver.lock", driver_message(sweep_name, output_dir)))
         stack.enter_context(store_lock(tracking_uri))
         yield
 
@@ -91,12 +248,15 @@ SETTLE_SECONDS = 2.0  # longer than a read-then-write of two drivers starting to
 
 
 def lease_holder(client, experiment_id: str, key: str) -> dict | None:
-    """The live lease of sweep ``key`` (holder, renewed), or None if none or expired."""
+    """The live lease of sweep ``key`` (holder, renewed and the holder's process, this_process),
+    or None if none, expired, or held by a driver of this machine that is gone (gone)."""
     tag = client.get_experiment(experiment_id).tags.get(LEASE_TAG.format(key=key))
     if not tag:
         return None
     lease = json.loads(tag)
-    return lease if time.time() - lease["renewed"] < LEASE_SECONDS else None
+    if time.time() - lease["renewed"] >= LEASE_SECONDS or gone(lease.get("process") or {}):
+        return None
+    return lease
 
 
 @contextlib.contextmanager
@@ -108,12 +268,16 @@ def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_ur
     SETTLE_SECONDS: of two drivers that read "free" at the same moment, the later writer keeps
     it and the other backs off. Freshness compares the holder's clock with ours (hosts in one
     cluster keep NTP time; a skew above LEASE_SECONDS would matter). A driver killed by
-    SIGKILL stops renewing, and its lease lapses after LEASE_SECONDS.
+    SIGKILL stops renewing, and its lease lapses after LEASE_SECONDS; on the machine it ran
+    on, the same command takes it over at once (the lease names the holder's process, which
+    is seen gone there). The heartbeat thread takes no stop signal (the driver's main thread
+    does, see mtc.sweep.stopping).
     """
     if tracking_uri.startswith("sqlite:///") or not sweeps:
         yield
         return
     me = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
+    process = this_process()
 
     def refuse_if_taken():
         for key, name in sweeps.items():
@@ -123,31 +287,33 @@ def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_ur
                 raise BusyError(f"sweep {name!r} is already running from {lease['holder'].rsplit(' ', 1)[0]} against "
                                 f"this tracking store (its lease was renewed {age:.0f} s ago); wait for it, or stop it "
                                 f"and run this command again to resume (a dead driver's lease lapses after "
-                                f"{LEASE_SECONDS:.0f} s)")
+                                f"{LEASE_SECONDS:.0f} s; on the machine it ran on, at once)")
 
     def renew():
-        value = json.dumps({"holder": me, "renewed": time.time()})
+        value = json.dumps({"holder": me, "renewed": time.time(), "process": process})
         for key in sweeps:
             client.set_experiment_tag(experiment_id, LEASE_TAG.format(key=key), value)
 
-    refuse_if_taken()
-    renew()
-    time.sleep(SETTLE_SECONDS)
-    refuse_if_taken()
     stop = threading.Event()
 
     def heartbeat():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         while not stop.wait(RENEW_SECONDS):
             with contextlib.suppress(Exception):  # a server restarting: the next beat renews
                 renew()
 
     beat = threading.Thread(target=heartbeat, name="mtc-lease-heartbeat", daemon=True)
-    beat.start()
+    refuse_if_taken()
     try:
+        renew()
+        time.sleep(SETTLE_SECONDS)
+        refuse_if_taken()
+        beat.start()
         yield
     finally:
         stop.set()
-        beat.join()
+        if beat.is_alive():
+            beat.join()
         with contextlib.suppress(Exception):  # a store gone at exit: the lease lapses by itself
             for key in sweeps:
                 if (lease_holder(client, experiment_id, key) or {}).get("holder") == me:
