@@ -3,15 +3,28 @@ thread, the exceptions that end a sweep early, and the one line and exit code ea
 
 A stop signal must not end the process on the spot (SIGTERM's default, Ray's handler) or
 abort it (Ray's core worker's Abseil handler, exit 134): the driver stops Ray first, then
-closes its runs KILLED (mtc.sweep.driver.leave), and the same command resumes.
+closes its runs KILLED (mtc.sweep.driver.leave), and the same command resumes. While Ray
+starts or stops, and while a sweep's runs are created, a stop signal is noted and raised once
+that step is over (deferred): a ``ray.init`` cut short leaves Ray's processes running, or
+a half-made core worker that crashes the driver (exit 139) when it is shut down.
+
+Test hook (tests/test_orphans.py), off unless set: with ``MTC_DEBUG_MOMENTS=<file>`` a driver
+appends the name of each moment it reaches to that file, one a line (``data``: before its data
+is checked, loaded if not yet; ``ray``: Ray about to start; ``ray-started``; ``trials``: the
+Tuner about to run; ``report``: the report about to be written; ``finished``: the sweep
+reported, Ray about to stop; ``compare``: a study's compare folders about to be written), and
+``MTC_DEBUG_PAUSE=<moment>=<seconds>`` makes it sleep there once it has written the name, so
+that a test's signal lands in that moment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
+import time
 
 from mtc.store.disk import full_disk
 
@@ -92,6 +105,64 @@ def stop_signals():
     return signals_handled_by(raise_stopped)
 
 
+class Noting:
+    """deferred's handler: it notes each stop signal, to be raised later."""
+
+    def __init__(self):
+        self.noted: list[int] = []
+
+    def __call__(self, signum, frame):
+        RECEIVED.append(signum)
+        self.noted.append(signum)
+
+
+def ours(handler) -> bool:
+    """Whether ``handler`` is the driver's for a stop signal (stop_signals, deferred)."""
+    return handler is raise_stopped or isinstance(handler, Noting)
+
+
+@contextlib.contextmanager
+def deferred(ending: BaseException | None = None):
+    """Within, a stop signal that would raise Stopped (stop_signals) is noted instead, and raised
+    once the block is over (the first one noted): for the steps a signal must not cut short,
+    Ray's start and stop (mtc.sweep.driver.ray_session), the creation of a sweep's runs (leave
+    closes them only once they exist), a lease's release. ``ending``: the exception that is
+    already ending the driver (the block is its clean-up). What the block ends with is raised
+    (signal_outcome); nothing changes where the stop signals do not raise Stopped (another
+    thread, another handler: a program that embeds the driver keeps its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    note = Noting()
+    previous = {signum: signal.signal(signum, note) for signum in STOP_SIGNALS if ours(signal.getsignal(signum))}
+    try:
+        yield
+    except BaseException as error:
+        outcome = signal_outcome(note.noted, error) if previous else None
+        if outcome is None:
+            raise
+        raise outcome from error
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+    outcome = signal_outcome(note.noted, ending) if previous else None
+    if outcome is not None:
+        raise outcome
+
+
+def signal_outcome(noted: list[int], error: BaseException | None) -> BaseException | None:
+    """What to raise when stop signals were ``noted`` while ``error`` (or nothing) ended a block:
+    nothing new if none was noted, or if the error is already a stop (KeyboardInterrupt,
+    SweepInterrupted, SystemExit); an incomplete sweep stopped as it ended is SweepInterrupted
+    with its message; otherwise Stopped (a signal's exit code wins over an error's)."""
+    if not noted or isinstance(error, (KeyboardInterrupt, SweepInterrupted, SystemExit)):
+        return None
+    stop = Stopped(noted[0])
+    if isinstance(error, SweepIncomplete):
+        return SweepInterrupted(f"{stop.how} as the driver ended; {error}", stop.exit_code)
+    return stop
+
+
 @contextlib.contextmanager
 def ray_processes_in_a_group_of_their_own():
     """Within, the processes a local ``ray.init`` starts (GCS, raylet, and through the raylet
@@ -120,6 +191,30 @@ def ray_processes_in_a_group_of_their_own():
         services.ConsolePopen = popen
 
 
+@contextlib.contextmanager
+def ray_keeps_our_signal_handlers():
+    """Within (the driver's ``ray.init``), Ray leaves the driver's handling of the stop signals
+    alone: no SIGTERM handler of its own (``ray.init`` sets one that exits at once, mid-way
+    through whatever the driver does) and no Abseil failure-signal handler in the driver's core
+    worker (it takes SIGTERM too, printing a stack dump on stderr). Ray's processes and workers
+    keep theirs: they read their own environment. Only where the stop signals raise Stopped (stop_signals): a program
+    that embeds the driver keeps Ray's handlers."""
+    import ray._private.ray_constants as ray_constants
+    import ray._private.utils as ray_utils
+
+    if threading.current_thread() is not threading.main_thread() or not ours(signal.getsignal(signal.SIGTERM)):
+        yield
+        return
+    install, abseil = ray_utils.set_sigterm_handler, ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER
+    ray_utils.set_sigterm_handler = lambda handler: None
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = install
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = abseil
+
+
 def shielded():
     """While a stopped or failed driver stops Ray and closes its runs, a further stop signal (a
     second Ctrl-C) says so in one line and is otherwise ignored: the closing is not cut short."""
@@ -136,9 +231,12 @@ def shielded():
 def command_exits():
     """Within, a sweep's or a study's end other than success becomes one line on stderr and its
     exit code: a stop signal 128 + its number (130 for Ctrl-C), an incomplete sweep or a full
-    disk 1; any other error propagates (a bug: its traceback)."""
+    disk 1; any other error propagates (a bug: its traceback). The stop signals raise Stopped
+    from the start (stop_signals: while the config is read and the data planned or loaded
+    too, where SIGTERM and SIGHUP would otherwise end the process on the spot)."""
     try:
-        yield
+        with stop_signals():
+            yield
     except SweepInterrupted as interrupted:
         exit_with(str(interrupted), interrupted.exit_code)
     except KeyboardInterrupt as error:  # a stop signal before any run existed
@@ -151,6 +249,19 @@ def command_exits():
         if disk is None:
             raise
         exit_with(f"error: {disk}; free space and run the same command again to resume (finished trials are kept)", 1)
+
+
+def moment(name: str) -> None:
+    """The test hook of this module's docstring: note the moment ``name`` in the file named by
+    MTC_DEBUG_MOMENTS, and sleep there if MTC_DEBUG_PAUSE names it; nothing when unset."""
+    path = os.environ.get("MTC_DEBUG_MOMENTS")
+    if not path:
+        return
+    with open(path, "a") as handle:
+        handle.write(f"{name}\n")
+    at, _, seconds = os.environ.get("MTC_DEBUG_PAUSE", "").partition("=")
+    if at == name:
+        time.sleep(float(seconds))
 
 
 def exit_with(line: str, code: int):
