@@ -97,12 +97,12 @@ def gone(holder: dict) -> bool:
 
 
 def end_processes(pids, grace: float = 5.0) -> list[int]:
-    """SIGTERM to each of ``pids``, SIGKILL to those still alive ``grace`` seconds later (and a
-    short wait for them to go); returns the pids that were alive."""
+    """SIGTERM to each of ``pids``, SIGKILL to those still alive ``grace`` seconds later (at once
+    without a grace), and a short wait for them to go; returns the pids that were alive."""
     ended = []
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
             ended.append(pid)
     deadline = time.monotonic() + grace
     while any(alive(pid) for pid in ended) and time.monotonic() < deadline:
@@ -260,7 +260,7 @@ def lease_holder(client, experiment_id: str, key: str) -> dict | None:
 
 
 @contextlib.contextmanager
-def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_uri: str):
+def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_uri: str, confirm_later: bool = False):
     """Hold a lease on each sweep (``{key: name}``) in the store, or raise BusyError naming
     the live driver that holds one; nothing for a SQLite store (its file lock covers it).
 
@@ -272,9 +272,13 @@ def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_ur
     on, the same command takes it over at once (the lease names the holder's process, which
     is seen gone there). The heartbeat thread takes no stop signal (the driver's main thread
     does, see mtc.sweep.stopping).
+
+    Yields ``confirm``: the read back after SETTLE_SECONDS, done before the block unless
+    ``confirm_later`` (the caller then calls it, its wait overlapping other work: a driver
+    starts Ray meanwhile), and nothing to do a second time.
     """
     if tracking_uri.startswith("sqlite:///") or not sweeps:
-        yield
+        yield lambda: None
         return
     me = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
     process = this_process()
@@ -303,13 +307,22 @@ def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_ur
                 renew()
 
     beat = threading.Thread(target=heartbeat, name="mtc-lease-heartbeat", daemon=True)
+    confirmed = []
+
+    def confirm():
+        if not confirmed:
+            time.sleep(max(0.0, SETTLE_SECONDS - (time.monotonic() - written)))
+            refuse_if_taken()
+            confirmed.append(True)
+
     refuse_if_taken()
     try:
         renew()
-        time.sleep(SETTLE_SECONDS)
-        refuse_if_taken()
+        written = time.monotonic()
+        if not confirm_later:
+            confirm()
         beat.start()
-        yield
+        yield confirm
     finally:
         stop.set()
         if beat.is_alive():
