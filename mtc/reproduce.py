@@ -328,6 +328,7 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         check_plan,
         complete,
         finish_sweep,
+        leased_store,
         leave,
         open_sweep,
         ray_session,
@@ -336,7 +337,7 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         store_has_experiment,
     )
     from mtc.sweep.finishing import Finisher
-    from mtc.sweep.stopping import SweepIncomplete, shielded
+    from mtc.sweep.stopping import SweepIncomplete, SweepInterrupted, as_stopped, deferred, moment, shielded
 
     start = time.perf_counter()
     first = plans[0].run
@@ -366,14 +367,22 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         for plan in todo:  # checked above unless its runs changed since (another driver): cheap when loaded
             check_plan(plan)
         if todo:
-            with ray_session(first, worker_env, keep_ray) as cpus:
-                outcome["ray_started"] = True
-                client, experiment_id = tracking.open_store(first.tracking.uri, first.tracking.experiment,
-                                                            first.tracking.artifact_root)
-                # drivers on other machines see the sweeps as taken (a server or database store)
-                with locks.server_lease(client, experiment_id, {plan.key: plan.name for plan in todo},
-                                        first.tracking.uri):
-                    opened = [open_sweep(plan, client, experiment_id) for plan in todo]
+            every_sweep_ended = False
+            try:
+                # drivers on other machines see the sweeps as taken (a server or database store): before Ray
+                with leased_store(first.tracking, {plan.key: plan.name for plan in todo}) as store, \
+                        ray_session(first, worker_env, keep_ray) as cpus:
+                    outcome["ray_started"] = True
+                    client, experiment_id = store()
+                    opened = []
+                    try:
+                        with deferred():  # the runs are created whole, then a stop signal closes them
+                            for plan in todo:
+                                opened.append(open_sweep(plan, client, experiment_id))
+                    except BaseException as error:
+                        if not opened:
+                            raise
+                        raise leave(opened, error) from None
                     by_name = {sweep.plan.name: sweep for sweep in opened}
                     # each sweep reported as soon as its trials have ended, while the others run
                     finisher = Finisher(lambda name: finish_sweep(by_name[name], TunerOutcome(), True))
@@ -406,8 +415,22 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
                             "collapsed: every trial degenerate" if best is None else f"best `{best.point}` "
                             + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else "")))
                         outcome["ran"].append(sweep.plan.name)
+                    every_sweep_ended = True
+            except KeyboardInterrupt as error:  # Ray stopping once every sweep was reported
+                if not every_sweep_ended:
+                    raise
+                stop = as_stopped(error)
+                raise SweepInterrupted(f"{stop.how} after the study's sweeps ended ({len(outcome['ran'])} run), before "
+                                       "its compare folders were written; run the same command with --compare to "
+                                       "write them", stop.exit_code) from None
     if outcome["ran"] or force_compare:
-        outcome["compared"] = run_compares(study, first, compare_root, not_run)
+        try:
+            moment("compare")
+            outcome["compared"] = run_compares(study, first, compare_root, not_run)
+        except KeyboardInterrupt as error:
+            stop = as_stopped(error)
+            raise SweepInterrupted(f"{stop.how} while writing the compare folders; the study's sweeps are done: run the "
+                                   "same command with --compare to write them", stop.exit_code) from None
     elif study.compares:
         print("no sweep ran: the compare folders are as the last run left them (--compare regenerates them)")
     outcome["seconds"] = time.perf_counter() - start
@@ -423,8 +446,7 @@ def study_locks(plans: list, tracking_uri: str):
     with contextlib.ExitStack() as stack:
         for plan in plans:
             stack.enter_context(locks.held(plan.output_dir / ".driver.lock",
-                                           f"sweep {plan.name!r} is already running (driver pid {{pid}}); wait for "
-                                           "it, or stop it and run this command again to resume"))
+                                           locks.driver_message(plan.name, plan.output_dir)))
         stack.enter_context(locks.store_lock(tracking_uri))
         yield
 

@@ -23,17 +23,14 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-from filelock import FileLock, Timeout
 
 from mtc.config import (
     Settings,
@@ -59,11 +56,14 @@ from mtc.results.report import (
 from mtc.store import locks, preflight, run_writer, tracking
 from mtc.store.disk import full_disk, full_folders
 from mtc.store.preflight import UnreachableError
+from mtc.store.locks import end_processes
 from mtc.sweep.stopping import (
     SweepIncomplete,
     SweepInterrupted,
     as_stopped,
-    raise_stopped,
+    deferred,
+    moment,
+    ray_keeps_our_signal_handlers,
     ray_processes_in_a_group_of_their_own,
     shielded,
     stop_signals,
@@ -345,42 +345,89 @@ def error_line(error: BaseException) -> str:
 
 
 RAY_TEMP_PREFIX = "mtc-ray-"  # + the driver's pid and a token; a killed driver's folder is removed by the next sweep
+RAY_MARK = "MTC_RAY_FOLDER"  # in the environment of every process of a local Ray session: its temp folder
+
+
+RAY_FOLDER = re.compile(rb"(/[^\0 ]*?/" + RAY_TEMP_PREFIX.encode() + rb"\d+-[0-9a-f]{8})(?![0-9a-f])")
+
+
+def ray_processes() -> dict[int, str]:
+    """{pid: Ray temp folder} of this user's processes of the local Ray sessions that drivers
+    started (ray_temp_folder), their drivers alive or not: a process whose environment holds
+    RAY_MARK, or one of Ray's (a ``ray::`` title or a Ray program) that names such a folder in
+    its arguments or holds a file in it open (its logs: Ray retitles its agents and workers,
+    overwriting their arguments and part of their environment)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if proc.stat().st_uid != os.getuid():
+                continue
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        marked = next((entry.split(b"=", 1)[1] for entry in environ.split(b"\0")
+                       if entry.startswith(f"{RAY_MARK}=".encode())), None)
+        if marked is None and (cmdline.startswith(b"ray::") or b"/ray/" in cmdline):
+            named = RAY_FOLDER.search(cmdline)
+            if named is None:
+                with contextlib.suppress(OSError):
+                    for fd in (proc / "fd").iterdir():
+                        with contextlib.suppress(OSError):
+                            named = RAY_FOLDER.search(os.readlink(fd).encode())
+                            if named:
+                                break
+            marked = named.group(1) if named else None
+        if marked:
+            found[int(proc.name)] = marked.decode(errors="replace")
+    return found
 
 
 def remove_dead_drivers_ray_folders() -> None:
-    """Remove the Ray temp folders of local sweeps whose driver is gone (killed: its own
-    clean-up never ran). A live driver holds the file lock beside its folder (ray_temp_folder);
-    the kernel releases it when the driver dies. A lock, not the pid in the name: a driver in
-    another PID namespace (a container sharing /tmp) has no /proc entry here."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{RAY_TEMP_PREFIX}*-*"):
-        if not folder.is_dir():
-            continue
-        lock = FileLock(f"{folder}.lock")
+    """End the Ray processes of local sessions whose driver is gone (killed: its own clean-up
+    never ran, and Ray's agents outlive the raylet that died with it), and remove their Ray temp
+    folders here. A live driver holds the file lock beside its folder (ray_temp_folder); the
+    kernel releases it when the driver dies. A lock, not the pid in the name: a driver in
+    another PID namespace (a container sharing /tmp) has no /proc entry here. Their processes
+    are found wherever their folder is (ray_processes: another TMPDIR too); only the folders in
+    this driver's temp folder are removed."""
+    marked: dict[str, list[int]] = {}
+    for pid, folder in ray_processes().items():
+        marked.setdefault(folder, []).append(pid)
+    here = {str(folder) for folder in Path(tempfile.gettempdir()).glob(f"{RAY_TEMP_PREFIX}*-*") if folder.is_dir()}
+    for folder in sorted(here | set(marked)):
+        lock = Path(f"{folder}.lock")
         try:
-            lock.acquire(timeout=0)
-        except Timeout:
+            fd, _ = locks.take_or_free(lock)
+        except OSError:  # its folder's parent is gone too: so is its driver
+            fd = -1
+        if fd is None:
             continue  # its driver is alive
         try:
-            shutil.rmtree(folder, ignore_errors=True)
+            end_processes(marked.get(folder, []), grace=0)  # their session is dead: nothing to close in order
+            if folder in here:
+                shutil.rmtree(folder, ignore_errors=True)
         finally:
-            lock.release()
-            Path(f"{folder}.lock").unlink(missing_ok=True)
+            if fd >= 0:
+                locks.release(lock, fd)
 
 
 @contextlib.contextmanager
 def ray_temp_folder():
-    """A fresh temp folder for a local Ray session, held (a file lock beside it) while in use
-    and removed afterwards (Ray's session folders pile up otherwise)."""
+    """A fresh temp folder for a local Ray session, held (a file lock beside it) while in use;
+    afterwards the processes its session left (ray_processes: none after a clean ray.shutdown)
+    are ended and the folder removed (Ray's session folders pile up otherwise)."""
     folder = Path(tempfile.gettempdir()) / f"{RAY_TEMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        with FileLock(f"{folder}.lock"):  # held before the folder exists: no sweep's clean-up can take it
-            folder.mkdir()
-            try:
-                yield str(folder)
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-    finally:
-        Path(f"{folder}.lock").unlink(missing_ok=True)
+    # held before the folder exists: no sweep's clean-up can take it
+    with locks.held(Path(f"{folder}.lock"), f"the Ray temp folder {folder} is in use (pid {{pid}})"):
+        folder.mkdir()
+        try:
+            yield str(folder)
+        finally:
+            end_processes([pid for pid, used in ray_processes().items() if used == str(folder)], grace=1.0)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -404,16 +451,24 @@ def local_resources(run: Settings, worker_env: dict) -> tuple:
 
 
 def start_local_ray(run: Settings, worker_env: dict, stack: contextlib.ExitStack) -> None:
-    """Start Ray here in a fresh temp folder; closing ``stack`` stops it, then removes the folder."""
+    """Start Ray here in a fresh temp folder, every process it starts marked with it (RAY_MARK);
+    closing ``stack`` stops it, ends what it left, then removes the folder. Dead drivers' Ray
+    processes and folders go first (remove_dead_drivers_ray_folders)."""
     import ray
 
     remove_dead_drivers_ray_folders()
     temp_dir = stack.enter_context(ray_temp_folder())
     stack.callback(ray.shutdown, wait_for_processes=True)  # before the temp folder goes
-    with ray_processes_in_a_group_of_their_own():
-        ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
-                 include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
-                 _temp_dir=temp_dir)
+    os.environ[RAY_MARK] = temp_dir
+    try:
+        moment("ray")
+        with ray_processes_in_a_group_of_their_own():
+            ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
+                     include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
+                     _temp_dir=temp_dir)
+    finally:
+        os.environ.pop(RAY_MARK, None)
+    moment("ray-started")
 
 
 def stop_kept_ray() -> None:
@@ -451,30 +506,39 @@ def ray_session(run: Settings, worker_env: dict, keep: bool = False):
     yields the cluster's CPU count. Failing to join is one line (UnreachableError). With
     ``keep`` (a sweep run from Python) a local Ray is kept running for the process's next
     sweeps (keep_local_ray); otherwise (the command line: one process, one sweep) Ray is
-    stopped at the end, and a session kept by earlier sweeps is stopped first."""
+    stopped at the end, and a session kept by earlier sweeps is stopped first.
+
+    Ray's start and its stop are not cut short by a stop signal (mtc.sweep.stopping.deferred:
+    the signal is raised once Ray is up, or stopped), and Ray keeps the driver's signal
+    handlers (ray_keeps_our_signal_handlers): ``ray.init`` sets a SIGTERM handler that exits
+    at once and its core worker Abseil's, which prints a stack dump; a signal while ``ray.init``
+    ran left Ray's agents running, aborted the driver (exit 134) or crashed it (exit 139)."""
     import ray
 
-    ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is raise_stopped
-    with contextlib.ExitStack() as stack:
-        if run.ray.local and keep:
-            keep_local_ray(run, worker_env)
-        else:
-            stop_kept_ray()
-            if run.ray.local:
-                start_local_ray(run, worker_env, stack)
+    stack = contextlib.ExitStack()
+    try:
+        with deferred(), ray_keeps_our_signal_handlers():
+            if run.ray.local and keep:
+                keep_local_ray(run, worker_env)
             else:
-                stack.callback(ray.shutdown, wait_for_processes=True)
-                try:
-                    ray.init(address=run.ray.address, runtime_env=worker_runtime_env(worker_env),
-                             logging_level="ERROR")
-                except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
-                    raise UnreachableError(join_error(run.ray.address, error)) from None
-        # ray.init sets a SIGTERM handler that exits at once and its core worker Abseil's, which
-        # prints a stack dump; with Ray's own processes stopped by the same signal (a process
-        # group's), ray.shutdown then aborts (exit 134) with runs left RUNNING. Take it back.
-        if ours:
-            signal.signal(signal.SIGTERM, raise_stopped)
-        yield int(ray.cluster_resources().get("CPU", 1))
+                stop_kept_ray()
+                if run.ray.local:
+                    start_local_ray(run, worker_env, stack)
+                else:
+                    stack.callback(ray.shutdown, wait_for_processes=True)
+                    try:
+                        ray.init(address=run.ray.address, runtime_env=worker_runtime_env(worker_env),
+                                 logging_level="ERROR")
+                    except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
+                        raise UnreachableError(join_error(run.ray.address, error)) from None
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+        yield cpus
+    except BaseException as error:
+        with deferred(ending=error):
+            stack.close()
+        raise
+    with deferred():
+        stack.close()
 
 
 def worker_runtime_env(worker_env: dict) -> dict:
@@ -766,6 +830,7 @@ def complete(opened: OpenSweep, tuner: TunerOutcome, ray_started: bool) -> Sweep
     """finish_sweep; a stop signal or an error closes the sweep's runs instead (leave), and an
     incomplete sweep (its parent already FAILED) is raised as it is."""
     try:
+        moment("report")
         return finish_sweep(opened, tuner, ray_started)
     except SweepIncomplete:
         raise
@@ -807,6 +872,7 @@ def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False,
     run = replace(run, ray=replace(run.ray, address=preflight.check_ray(run.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(run.tracking.uri)
     plan = replace(plan, run=run) if plan is not None else plan_sweep(run)
+    moment("data")
     check_plan(plan)  # a rerun of a finished sweep reports from its data too
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     verbose = run.sweep.verbose
@@ -830,17 +896,65 @@ def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False,
                 stop = as_stopped(error)
                 raise SweepInterrupted(f"{stop.how} while reporting the finished sweep {plan.name} again; its MLflow "
                                        f"parent run {stored.parent_id} stays FINISHED", stop.exit_code) from None
-        with ray_session(run, worker_env, keep_ray) as cpus:
-            client, experiment_id = tracking.open_store(run.tracking.uri, run.tracking.experiment,
-                                                        run.tracking.artifact_root)
-            # a driver of the same sweep on another machine sees it taken (a server or database store)
-            with locks.server_lease(client, experiment_id, {plan.key: plan.name}, run.tracking.uri):
-                opened = open_sweep(plan, client, experiment_id)
+        finished = None
+        try:
+            # a driver of the same sweep on another machine sees it taken (a server or database store): before Ray
+            with leased_store(run.tracking, {plan.key: plan.name}) as store, \
+                    ray_session(run, worker_env, keep_ray) as cpus:
+                client, experiment_id = store()
+                opened = None
                 try:
+                    with deferred():  # the runs are created whole, then a stop signal closes them
+                        opened = open_sweep(plan, client, experiment_id)
+                    moment("trials")
                     tuner = run_on_ray([opened], cpus, plan.name, plan.output_dir / "ray_results", run)
                 except BaseException as error:  # a stop signal (no report) or an error: Ray stopped, the runs closed
+                    if opened is None:
+                        raise
                     raise leave([opened], error) from None
-                return report_done(complete(opened, tuner, True), full)
+                finished = complete(opened, tuner, True)
+                moment("finished")
+            return report_done(finished, full)
+        except KeyboardInterrupt as error:  # Ray stopping, or the report printed: the sweep is FINISHED
+            if finished is None:
+                raise
+            raise stopped_after(as_stopped(error), f"sweep {plan.name} finished", finished) from None
+
+
+def stopped_after(stop, what: str, result: SweepResult) -> SweepInterrupted:
+    """A stop signal once a sweep (or a study's sweeps) had finished, in one line."""
+    return SweepInterrupted(f"{stop.how} after {what}: MLflow parent run {result.parent_run_id} is FINISHED, its "
+                            f"report {Path(result.output_dir) / 'report.md'}", stop.exit_code)
+
+
+@contextlib.contextmanager
+def leased_store(store: TrackingSettings, sweeps: dict[str, str]):
+    """A server or database store opened and its sweeps (``{key: name}``) leased
+    (locks.server_lease) before Ray starts: a driver refused by a live lease starts no Ray.
+    Yields a function that returns (client, experiment id) once Ray has started: the lease
+    confirmed (its settling wait overlaps Ray's start), or for a SQLite store, whose file lock
+    is its lease, the store opened then (a sweep that cannot start Ray leaves no store behind)."""
+    if store.uri.startswith("sqlite:///"):
+        yield lambda: tracking.open_store(store.uri, store.experiment, store.artifact_root)
+        return
+    client, experiment_id = tracking.open_store(store.uri, store.experiment, store.artifact_root)
+    lease = contextlib.ExitStack()
+    try:
+        with deferred():  # a lease written is released, a stop signal notwithstanding
+            confirm = lease.enter_context(locks.server_lease(client, experiment_id, sweeps, store.uri,
+                                                             confirm_later=True))
+
+        def opened():
+            confirm()
+            return client, experiment_id
+
+        yield opened
+    except BaseException as error:
+        with deferred(ending=error):
+            lease.close()
+        raise
+    with deferred():
+        lease.close()
 
 
 def sort_selection(best: dict) -> str:
