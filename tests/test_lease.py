@@ -5,9 +5,17 @@ two-driver case against a real server is in tests/test_multinode.py. Also the fi
 mtc.store.locks: a holder record in the lock file, and a dead driver's leftover that still
 holds it."""
 
+import contextlib
 import json
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
@@ -83,9 +91,6 @@ def test_a_sqlite_store_is_left_to_its_file_lock(store):
 
 def dead_process_here() -> dict:
     """A holder record of a process of this machine that has exited."""
-    import subprocess
-    import sys
-
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return {**locks.this_process(), "pid": child.pid, "started": None}
@@ -133,8 +138,6 @@ def test_a_lock_kept_by_a_dead_drivers_leftover_is_freed(tmp_path):
     did not exec) still holds it: that leftover is ended and the lock taken; a live holder's
     lock is never taken."""
     import fcntl
-    import subprocess
-    import sys
 
     lock = tmp_path / ".driver.lock"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT)
@@ -159,3 +162,108 @@ def test_a_lock_kept_by_a_dead_drivers_leftover_is_freed(tmp_path):
                 pass
     finally:
         os.close(fd)
+
+
+@pytest.fixture(scope="module")
+def tracking_server():
+    """PostgreSQL + `mlflow server` started by mtc.stack on loopback in a fresh folder (as
+    tests/test_multinode.py does, without basic auth); stopped (only what it started) after the
+    module's tests. Skipped where no PostgreSQL server is installed."""
+    from mtc.errors import InputError
+    from mtc.stack import server as stack
+    from mtc.stack.loopback import free_port
+
+    root = Path(tempfile.mkdtemp(prefix="mtc-stack-", dir="/var/tmp"))  # reachable by the postgres user
+    try:
+        started = stack.start(root, port=free_port(), db_port=free_port())
+    except InputError as error:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"no tracking stack here: {error}")
+    try:
+        yield started
+    finally:
+        stack.stop(root)
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def server_runs(uri: str, name: str) -> tuple[list, list]:
+    """(parents, children) of the sweep named ``name`` on the server."""
+    from mtc.store import tracking
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("mtc")
+    runs = client.search_runs([experiment.experiment_id]) if experiment else []
+    parents = [r for r in runs if r.info.run_name == name and tracking.PARENT_TAG not in r.data.tags]
+    children = [r for r in runs if parents and r.data.tags.get(tracking.PARENT_TAG) == parents[0].info.run_id]
+    return parents, children
+
+
+@pytest.mark.slow
+def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_server(tracking_server, capsys):
+    """A live driver's lease refuses a second driver of the sweep (another output folder: another
+    machine's) before it starts Ray; once the driver is killed with SIGKILL, the same command run
+    at once on this machine takes its lease and output folder over and resumes within 10 s of
+    its start (its parent run reopened), with no duplicate run and no process left."""
+    from test_orphans import PLUGIN, describe, driver_env, left_behind, moments, start, wait_for
+
+    from mtc.store import tracking
+
+    folder = Path(tempfile.mkdtemp(prefix="mtc-l", dir="/tmp"))  # short: Ray's socket paths
+    uri = tracking_server.tracking_uri
+    args = ["-m", "mtc.sweep", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=2",
+            "sweep.seeds_per_trial=1", "data.params.n_tasks=2", "data.params.samples_per_cluster=10",
+            "++method.grid.shift=[0.0,1.0]", "++method.params.delay=2.0", "sweep.repeats=5",
+            "sweep.name=resumed", f"mlflow.tracking_uri={uri}"]  # 10 trials of 2 s
+    first = start(folder, [*args, f"output_dir={folder / 'out'}"], driver_env(folder))
+    try:
+        wait_for(first, folder, "trials")
+        deadline = time.monotonic() + 120
+        while not any(r.info.status == "FINISHED" for r in server_runs(uri, "resumed")[1]):
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()[-3000:]
+            time.sleep(0.5)
+        second = subprocess.run([sys.executable, *args, f"output_dir={folder / 'elsewhere'}"], cwd=folder,
+                                env=driver_env(folder, MTC_DEBUG_MOMENTS=str(folder / "moments-second")),
+                                capture_output=True, text=True, timeout=120)
+        assert first.poll() is None, "the sweep ended before it could be killed mid-way"
+        first.send_signal(signal.SIGKILL)  # the driver alone: nothing of it closes its runs or its lease
+        first.wait(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(first.pid, signal.SIGKILL)
+    assert second.returncode == 2 and second.stderr.strip().startswith(
+        f"error: sweep 'resumed' is already running from {socket.gethostname()} pid {first.pid} against this "
+        "tracking store"), second.stderr[-2000:]
+    assert "data" in moments(folder, "moments-second") and "ray" not in moments(folder, "moments-second")  # no Ray
+    (parent,), children = server_runs(uri, "resumed")
+    assert parent.info.status == "RUNNING"  # nobody closed it
+    kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
+    assert 0 < len(kept) < 10
+
+    begun = time.monotonic()
+    again = start(folder, [*args, f"output_dir={folder / 'out'}"],
+                  driver_env(folder, MTC_DEBUG_MOMENTS=str(folder / "moments-again")))
+    try:
+        resumed = None
+        for line in again.stdout:
+            if "MLflow parent run" in line:
+                resumed = time.monotonic() - begun
+                assert parent.info.run_id in line, line
+                break
+        _, stderr = again.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(again.pid, signal.SIGKILL)
+    with capsys.disabled():
+        print(f"\nresumed {resumed:.1f} s after its start" if resumed else "\nnot resumed")
+    assert again.returncode == 0, stderr[-3000:]
+    assert resumed is not None and resumed < 10.0, resumed
+    (after,), children = server_runs(uri, "resumed")
+    keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
+    assert after.info.status == "FINISHED" and len(keys) == 10 == len(set(keys))  # no duplicate run
+    assert {r.info.status for r in children} == {"FINISHED"}
+    assert all(r.info.run_id == kept[r.data.tags[tracking.TRIAL_KEY_TAG]] for r in children
+               if r.data.tags[tracking.TRIAL_KEY_TAG] in kept)  # finished runs kept, not run again
+    left = left_behind(folder)
+    assert not left, describe(left)
+    assert not list(folder.rglob("*.lock"))
+    shutil.rmtree(folder, ignore_errors=True)
