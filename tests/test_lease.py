@@ -133,6 +133,16 @@ def test_a_lock_file_records_its_holder_and_is_removed_on_release(tmp_path):
     assert not lock.exists()
 
 
+def test_whether_another_holds_a_lock_is_asked_without_touching_its_file(tmp_path):
+    lock = tmp_path / "mtc-ray-1-deadbeef.lock"
+    assert not locks.held_by_another(lock) and not lock.exists()  # none holds a missing file, nor is it made
+    with locks.held(lock, "busy {pid}"):
+        assert locks.held_by_another(lock)
+        before = lock.read_text()
+    lock.write_text(before)  # a dead driver's lock file, left behind
+    assert not locks.held_by_another(lock) and lock.read_text() == before  # free, and left as it was
+
+
 def test_a_lock_kept_by_a_dead_drivers_leftover_is_freed(tmp_path):
     """The lock's recorded holder is gone but a process that shares its open file (a fork that
     did not exec) still holds it: that leftover is ended and the lock taken; a live holder's

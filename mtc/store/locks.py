@@ -197,6 +197,26 @@ def take_or_free(path: Path) -> tuple[int | None, dict | None]:
     return fd, holder
 
 
+def held_by_another(path: Path) -> bool:
+    """Whether another live process holds the lock at ``path``, the file left as it is (neither
+    created nor removed): none holds a file that does not exist, nor one whose recorded holder
+    is gone (gone), whatever leftover of it still holds the file."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        holder = read_holder(path)
+        return not (holder is not None and gone(holder))
+    finally:
+        os.close(fd)  # a lock it took goes with it
+    return False
+
+
 @contextlib.contextmanager
 def held(path: Path, busy_message: str):
     """Hold the lock at ``path`` (its file records the holder: this_process), or raise BusyError

@@ -391,27 +391,26 @@ def remove_dead_drivers_ray_folders() -> None:
     folders here. A live driver holds the file lock beside its folder (ray_temp_folder); the
     kernel releases it when the driver dies. A lock, not the pid in the name: a driver in
     another PID namespace (a container sharing /tmp) has no /proc entry here. Their processes
-    are found wherever their folder is (ray_processes: another TMPDIR too); only the folders in
-    this driver's temp folder are removed."""
+    are found wherever their folder is (ray_processes: another TMPDIR too); a folder elsewhere,
+    and its lock file, are left as they are (its own TMPDIR's next sweep removes them)."""
     marked: dict[str, list[int]] = {}
     for pid, folder in ray_processes().items():
         marked.setdefault(folder, []).append(pid)
     here = {str(folder) for folder in Path(tempfile.gettempdir()).glob(f"{RAY_TEMP_PREFIX}*-*") if folder.is_dir()}
-    for folder in sorted(here | set(marked)):
+    for folder in sorted(here):
         lock = Path(f"{folder}.lock")
-        try:
-            fd, _ = locks.take_or_free(lock)
-        except OSError:  # its folder's parent is gone too: so is its driver
-            fd = -1
+        fd, _ = locks.take_or_free(lock)
         if fd is None:
             continue  # its driver is alive
         try:
             end_processes(marked.get(folder, []), grace=0)  # their session is dead: nothing to close in order
-            if folder in here:
-                shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
         finally:
-            if fd >= 0:
-                locks.release(lock, fd)
+            locks.release(lock, fd)
+    for folder in sorted(set(marked) - here):
+        with contextlib.suppress(OSError):  # a folder not ours to read
+            if not locks.held_by_another(Path(f"{folder}.lock")):
+                end_processes(marked[folder], grace=0)
 
 
 @contextlib.contextmanager
