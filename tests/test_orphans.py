@@ -159,8 +159,8 @@ def running_runs(db: Path) -> int:
 MOMENTS = [
     ("data", signal.SIGHUP, "data=10", 0.3, False),  # the config read, the data being loaded
     ("ray", signal.SIGTERM, None, 0.3, False),  # ray.init starting the GCS and the raylet
-    ("ray", signal.SIGINT, None, 1.5, False),  # the raylet starting its agents
-    ("ray", signal.SIGHUP, None, 2.5, False),  # the driver's core worker connecting
+    ("ray", signal.SIGINT, None, 1.0, False),  # the raylet starting its agents, the core worker connecting
+    ("ray-started", signal.SIGHUP, "ray-started=10", 0.3, False),  # ray.init returned, Ray's start not yet over
     ("trials", signal.SIGINT, None, 1.5, False),  # the first trials' workers starting
     ("report", signal.SIGTERM, "report=10", 0.3, False),  # every trial done, the report being written
     ("finished", signal.SIGHUP, "finished=10", 0.3, False),  # the sweep FINISHED, Ray about to stop
@@ -188,6 +188,7 @@ def test_a_stop_signal_at_any_moment_exits_with_its_code_one_line_no_orphan_and_
     assert len(lines) == 1, (reached, lines[-20:])  # no traceback, no Abseil dump, no second message
     how = HOW[signum]
     expected = {"data": f"{how} before any MLflow run was created", "ray": f"{how} before any MLflow run was created",
+                "ray-started": f"{how} before any MLflow run was created",
                 "trials": f"{how}: ", "report": f"{how}: 6 of 6 trials finished",
                 "finished": f"{how} after sweep toy-synthetic finished: MLflow parent run ",
                 "compare": f"{how} while writing the compare folders"}[moment]
