@@ -167,14 +167,55 @@ def unknown_key_message(key: str, value: str, cfg) -> str:
         return method_key_message(parts[1], parts[2], value, cfg)
     if len(parts) == 3 and parts[:2] == ["data", "params"]:
         return data_key_message(parts[2], value, cfg)
+    nearest, lacking = nearest_key(parts, cfg)
     node, depth = cfg, 0
-    while depth < len(parts) - 1 and parts[depth] in node and hasattr(node[parts[depth]], "keys"):
+    while depth < lacking and hasattr(node[parts[depth]], "keys"):
         node, depth = node[parts[depth]], depth + 1
     where = ".".join(parts[:depth])
     keys = sorted(str(k) for k in node.keys() if k != "hydra")
-    near = difflib.get_close_matches(parts[depth], keys, n=1)
-    hint = f"did you mean {where + '.' if where else ''}{near[0]}={value}? " if near else ""
+    hint = f"did you mean {'.'.join(nearest)}={value}? " if nearest != parts else ""
     return f"unknown setting {key!r}: {hint}{where or 'the top level'} takes: {', '.join(keys)}"
+
+
+def nearest_key(parts: list[str], node) -> tuple[list[str], int]:
+    """The known key path closest to ``parts`` (a dotted key split) in the config ``node``, and
+    the depth of the first part the config lacks (``len(parts)`` when it has them all).
+
+    Each part the config has is kept; a part it lacks is replaced by the closest key of its
+    level (difflib), and the search goes on below it (``methd.params.n_init`` ->
+    ``method.params.n_init``, not ``method``); parts below what the config holds (a method
+    config without ``params``) are kept as typed. The top level's ``hydra`` node is no key.
+    """
+    path, lacking = [], len(parts)
+    for depth, part in enumerate(parts):
+        keys = [str(k) for k in node.keys() if depth or k != "hydra"] if hasattr(node, "keys") else []
+        if part not in keys:
+            lacking = min(lacking, depth)
+            part = next(iter(difflib.get_close_matches(part, keys, n=1)), part)
+        path.append(part)
+        try:
+            node = node[part] if part in keys else None
+        except Exception:  # a value that does not resolve (an interpolation): nothing known below it
+            node = None
+    return path, lacking
+
+
+def as_typed(value) -> str:
+    """A config value as an override would give it, so that a message shows it as given: a
+    string bare when it reads back as itself (``qp``, ``a/b.csv``), else quoted (``'  '``,
+    ``''``, ``'3'``); true, false and null; lists and mappings in brackets and braces."""
+    if isinstance(value, str):
+        if re.fullmatch(r"[A-Za-z_/][\w./:@+-]*", value) and value.lower() not in ("true", "false", "null", "nan",
+                                                                                  "inf"):
+            return value
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(as_typed, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{as_typed(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 def method_key_message(section: str, name: str, value: str, cfg) -> str:

@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from mtc import CONF_DIR
+from mtc.cli import as_typed, nearest_key
 from mtc.data.sources import resolved as resolved_path
 from mtc.data.spec import DataSpec, data_spec, with_scale
 from mtc.data.text import not_a_regular_file
@@ -47,6 +48,9 @@ MAX_TRIALS = 100_000
 # ray.init raises a ValueError below it.
 MIN_OBJECT_STORE_MEMORY = 75 * 1024 * 1024
 SECTIONS = ("sweep", "ray", "mlflow")  # the config.yaml blocks whose keys are all known
+# The largest seed: NumPy's generators (and scikit-learn's random_state) take 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+NAME = r"\w[\w.+=-]*"  # one folder name: sweep.name, and data.name, which names the default sweep and the cache file
 
 
 def plain(node) -> dict:
@@ -431,10 +435,19 @@ def sweep_name(name, default: str) -> str:
     """``sweep.name`` (else ``default``) as one folder inside output_dir: a single path
     component, so that no name writes elsewhere (``..``, ``../../x``, ``/tmp/x``)."""
     name = default if name is None else name
-    if not isinstance(name, str) or not re.fullmatch(r"\w[\w.+=-]*", name):
+    if not isinstance(name, str) or not re.fullmatch(NAME, name):
         raise InputError(f"sweep.name must be one folder name (letters, digits and '_', then also '.', '-', '+' "
                          f"or '='; no '/', not '..'), got {name!r}")
     return name
+
+
+def check_data_name(name) -> None:
+    """``data.name`` names the sweep (``<label>-<data.name>``), its output folder, its cache
+    file and its benchmark in mtc.results.compare: one folder name, as ``sweep.name``."""
+    if not isinstance(name, str) or not re.fullmatch(NAME, name):
+        raise InputError(f"data.name must be one name (letters, digits and '_', then also '.', '-', '+' or '='; "
+                         f"not empty, no '/'): it names the sweep, its output folder and its cache file; got "
+                         f"{name!r}")
 
 
 def check_data_paths(data: DataSpec) -> None:
@@ -447,6 +460,15 @@ def check_data_paths(data: DataSpec) -> None:
         problem = not_a_regular_file(path)
         if problem:
             raise InputError(f"{path}: {problem}")
+
+
+def check_seed(seed) -> int:
+    """``seed``: an integer from 0 to MAX_SEED, what NumPy's generators take."""
+    non_negative_int(seed, "seed")
+    if seed > MAX_SEED:
+        raise InputError(f"seed must be an integer from 0 to {MAX_SEED} (2**32 - 1, the seeds NumPy's generators "
+                         f"take), got {seed}")
+    return seed
 
 
 def ray_settings(cfg: DictConfig) -> RaySettings:
@@ -501,12 +523,27 @@ def check_known_keys(cfg: DictConfig) -> None:
             continue
         for key in node:
             if key not in keys:
-                path = f"{section}.{key}" if section else key
+                below, value = first_leaf(OmegaConf.to_container(node, resolve=False)[key])
+                path = ".".join([*filter(None, [section]), str(key), *below])
                 near = difflib.get_close_matches(str(key), sorted(keys), n=1)
-                value = OmegaConf.to_container(node, resolve=False)[key]
-                hint = f"did you mean {section + '.' if section else ''}{near[0]}={value}? " if near else ""
+                hint = ""
+                if near:  # the closest known key path, below the key too (+methd.params.n_init=2)
+                    start = [*filter(None, [section]), near[0]]
+                    rest = nearest_key(below, OmegaConf.select(cfg, ".".join(start)))[0] if below else []
+                    hint = f"did you mean {'.'.join(start + rest)}={as_typed(value)}? "
                 raise InputError(f"unknown setting {path!r}: {hint}"
                                  f"{section or 'the top level'} takes: {', '.join(sorted(keys))}")
+
+
+def first_leaf(value) -> tuple[list[str], object]:
+    """The keys down to the first value under nested mappings (``{'params': {'n_init': 2}}``
+    -> ``(['params', 'n_init'], 2)``), and that value; ``([], value)`` for a value that is not
+    a non-empty mapping."""
+    keys = []
+    while isinstance(value, dict) and value:
+        key, value = next(iter(value.items()))
+        keys.append(str(key))
+    return keys, value
 
 
 def settings(cfg: DictConfig, check_method: bool = True) -> Settings:
@@ -521,10 +558,11 @@ def settings(cfg: DictConfig, check_method: bool = True) -> Settings:
     check_known_keys(cfg)
     method = method_spec(cfg, check_method)
     data = data_spec(cfg.data)
+    check_data_name(data.name)
     check_data_paths(data)
     if data.builder == "files":  # scale=auto: the measured default for the method's input needs
         data = with_scale(data, method.solver.input_needs)
-    seed = non_negative_int(cfg.get("seed", 0), "seed")
+    seed = check_seed(cfg.get("seed", 0))
     sweep, ray = sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg)
     if method.n_points * sweep.repeats > MAX_TRIALS:
         raise InputError(f"{method.n_points} grid points x {sweep.repeats} repeats = {method.n_points * sweep.repeats} "

@@ -8,8 +8,11 @@ message. docs/bad_inputs.md is this table: ``python tests/test_bad_inputs.py`` r
 what the commands print now, and a test checks that the page is what it would write now.
 """
 
+import atexit
+import functools
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -30,7 +33,8 @@ from mtc.store import preflight
 DOC = Path(__file__).parents[1] / "docs" / "bad_inputs.md"
 TMP = "{tmp}"  # replaced by the test's folder; shown as <tmp> in the page
 READ_ONLY = f"{TMP}/read-only"  # a read-only tmpfs is mounted here for the cases that name it (root only)
-COMMANDS = ("mtc.run", "mtc.reproduce")  # a case's first argument when it is not `python -m mtc.sweep`
+# a case's first argument when it is not `python -m mtc.sweep`; the last takes no Hydra overrides
+COMMANDS = ("mtc.run", "mtc.reproduce", "mtc.results.compare")
 # Ten values of each of six MTCMRL parameters: a grid of 10^6 points, written in a few short arguments.
 MILLION_POINTS = [f"++method.grid.{key}=[{','.join(str(v) for v in range(1, 11))}]"
                   for key in ("alpha", "beta", "lambda_", "mu", "max_iter", "tol")]
@@ -70,10 +74,13 @@ CLI_CASES = [
                                                     "mean ++method.params.g_solver=qp?"),
     (["data.params.n_task=2"], "error: dataset 'synthetic' has no parameter 'n_task': did you mean "
                                "data.params.n_tasks=2?"),
+    (["method=kmeans", "methd.params.n_init=2"], "error: unknown setting 'methd.params.n_init': did you mean "
+                                                 "method.params.n_init=2? the top level takes: "),
     (["method.grid.update=[sqrt"], "error: cannot read the override 'method.grid.update=[sqrt' (no viable "
                                    "alternative at input '[sqrt'); write key=value"),
     (["+sweep.repeatz=2"], "error: unknown setting 'sweep.repeatz': did you mean sweep.repeats=2? sweep takes: "),
     (["+seeds=3"], "error: unknown setting 'seeds': did you mean seed=3? the top level takes: "),
+    (["+sweep.repeatz='  '"], "error: unknown setting 'sweep.repeatz': did you mean sweep.repeats='  '? sweep takes: "),
     (["mtc.reproduce", "baselines", "method.params.alpha=2"], "error: method 'kmeans' has no parameter 'alpha': its "
                                                               "parameters: init, max_iter, n_init, tol"),
     (["+experiment=nope"], "error: unknown experiment 'nope'; available: "),
@@ -100,6 +107,8 @@ CLI_CASES = [
     (["mlflow.experiment=''"], "error: mlflow.experiment must be a non-empty name, got ''"),
     (["mtc.run", "seed=abc"], "error: seed must be a non-negative integer, got 'abc'"),
     (["mtc.run", "seed=-1"], "error: seed must be a non-negative integer, got -1"),
+    (["mtc.run", "seed=99999999999"], "error: seed must be an integer from 0 to 4294967295 (2**32 - 1, the seeds "
+                                      "NumPy's generators take), got 99999999999"),
     # data
     (["mtc.run", "data.params.n_shared=9"], "error: n_shared must be in [0, n_clusters=4], got 9"),
     (["+data.params.bogus=1"], "error: dataset 'synthetic' (builder 'synthetic'): unknown data.params 'bogus'; "
@@ -152,6 +161,26 @@ CLI_CASES = [
       "data.params.label_column=label"], f"error: {TMP}/empty.csv: no rows (empty task)"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/one.csv]", "data.params.n_clusters=2"],
      f"error: {TMP}/one.csv: task 'one' has 1 samples, fewer than its 2 clusters"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/t1.csv]",
+      "data.params.label_column=label"], f"error: {TMP}/t1.csv: listed twice in data.params.paths: each file or folder is one task, list it once"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/docs]", "data.params.n_clusters=2"],
+     f"error: {TMP}/docs: document 'b.png' is binary (a NUL byte at offset 8), not a text document"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/pipe.csv]", "data.params.label_column=label"],
+     f"error: {TMP}/pipe.csv: a FIFO (named pipe), not a regular file: give a data file or a folder of text documents"),
+    (["data=files", "data.name=mine", "data.params.paths=[/dev/zero]", "data.params.n_clusters=2"],
+     "error: /dev/zero: a character device, not a regular file"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/piped]", "data.params.n_clusters=2"],
+     f"error: {TMP}/piped: 'b.txt' is a FIFO (named pipe), not a document (a regular file)"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/dup.csv]", "data.params.label_column=label"],
+     f"error: {TMP}/dup.csv: repeated column names 'a': every column needs its own name"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv]", "data.params.label_column=label",
+      "data.params.task_column=label"], "error: data.params.task_column and data.params.label_column are both "
+                                        "'label': they must differ"),
+    (["data=files", "data.name=a/b", f"data.params.paths=[{TMP}/t1.csv]", "data.params.label_column=label"],
+     "error: data.name must be one name (letters, digits and '_', then also '.', '-', '+' or '='; not empty, no "
+     "'/'): it names the sweep, its output folder and its cache file; got 'a/b'"),
+    (["data=files", "data.name=''", f"data.params.paths=[{TMP}/t1.csv]", "data.params.label_column=label"],
+     "error: data.name must be one name"),
     # the tracking store, the output folder and the cluster: checked before anything is created
     (["mlflow.tracking_uri=bogus://x"], "error: mlflow.tracking_uri 'bogus://x': unsupported scheme 'bogus'"),
     (["mlflow.tracking_uri=http://127.0.0.1:1"], "error: the tracking server http://127.0.0.1:1 does not answer"),
@@ -173,6 +202,12 @@ CLI_CASES = [
     (["ray.address=auto"], f"error: ray.address=auto: {TMP}/tmp/ray/ray_current_cluster names 127.0.0.1:1, but no "
                            "Ray node of yours runs here (a stale file: ray stop leaves it)"),
     (["ray.num_cpus=0"], "error: ray.num_cpus must be a positive integer or null, got 0"),
+    # study files and published numbers (run in the case's folder: the paths as typed)
+    (["mtc.reproduce", "bad-study.yaml"], "error: study file bad-study.yaml: not valid YAML (expected the node "
+                                          "content, but found '-' at line 2, column 3)"),
+    (["mtc.reproduce", "gone.yaml"], "error: missing study file gone.yaml"),
+    (["mtc.results.compare", "--published", "bad-published.csv"], "error: --published bad-published.csv: no column "
+                                                                  "paper, table, task, metric, mean, std"),
 ]
 
 
@@ -181,6 +216,19 @@ X = RNG.random((20, 5))
 # Two sparse tasks of 200,000 rows: the dense route's two n x n matrices would need 596 GiB
 HUGE = sp.random(200_000, 5, density=0.4, format="csr", random_state=0)
 FREE = re.compile(r"\d+(\.\d+)? [KMG]iB is free")  # the machine's free memory, shown as <free> in the page
+
+
+def sweep_run(*arguments):
+    import mtc.sweep
+
+    return mtc.sweep.run(*arguments)
+
+
+def trials(uri):
+    import mtc.results
+
+    return mtc.results.trials(uri)
+
 
 # (what is called, the call, the error type, start of its message)
 LIBRARY_CASES = [
@@ -212,11 +260,35 @@ LIBRARY_CASES = [
     ("SymmetricNMF(n_clusters=2, route='dense').fit([2 sparse tasks of 200,000 rows])",
      lambda: SymmetricNMF(n_clusters=2, route="dense").fit([HUGE, HUGE]), InputError,
      "SymmetricNMF: a fit on 2 tasks of 200000 samples needs about 596.0 GiB (estimate, mtc.methods.memory) but "),
+    ('mtc.sweep.run("kmeans", "synthetic", "method=snmf")', lambda: sweep_run("kmeans", "synthetic", "method=snmf"),
+     InputError, "mtc.sweep.run('kmeans', 'synthetic', ...): the override 'method=snmf' contradicts the method "
+                 "argument 'kmeans'"),
+    ('mtc.sweep.run("kmeans", "synthetic", ["sweep.repeats=2"])',
+     lambda: sweep_run("kmeans", "synthetic", ["sweep.repeats=2"]), InputError,
+     "mtc.sweep.run: overrides are strings, one argument each"),
+    ("mtc.results.trials(None)", lambda: trials(None), InputError,
+     "the tracking URI must be a non-empty string, got None"),
+    ("mtc.results.trials('')", lambda: trials(""), InputError, "the tracking URI must be a non-empty string, got ''"),
 ]
 
 
 def cli_command(args: list[str]) -> tuple[str, list[str]]:
     return (args[0], args[1:]) if args[0] in COMMANDS else ("mtc.sweep", args)
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))  # an image's first bytes: a NUL at offset 8
+
+
+@functools.cache
+def empty_store() -> Path:
+    """An MLflow store with an empty experiment mtc, made once per process (1 MB; MLflow's
+    schema takes seconds to create) and copied where a case needs one."""
+    from mtc.store import tracking
+
+    folder = Path(tempfile.mkdtemp(prefix="mtc-bad-inputs-"))
+    atexit.register(shutil.rmtree, folder, True)
+    tracking.open_store(f"sqlite:///{folder / 'mlflow.db'}", "mtc", str(folder / "artifacts"))
+    return folder / "mlflow.db"
 
 
 def prepare(tmp: Path, ray_address: str) -> None:
@@ -231,6 +303,17 @@ def prepare(tmp: Path, ray_address: str) -> None:
     (tmp / "text.csv").write_text("a,b,label\n1,hi,x\n3,4,y\n")  # a word among the features
     (tmp / "empty.csv").write_text("a,b,label\n")  # a header, no rows
     (tmp / "one.csv").write_text("a,b\n1,2\n")  # one sample for two clusters
+    (tmp / "dup.csv").write_text("a,a,label\n1,2,x\n3,4,y\n")  # a column name twice
+    (tmp / "docs").mkdir()  # a folder of text documents with an image among them
+    (tmp / "docs" / "a.txt").write_text("apples and pears")
+    (tmp / "docs" / "b.png").write_bytes(PNG)
+    os.mkfifo(tmp / "pipe.csv")  # a named pipe: reading it waits for a writer
+    (tmp / "piped").mkdir()  # a folder of documents with a named pipe among them
+    (tmp / "piped" / "a.txt").write_text("apples and pears")
+    os.mkfifo(tmp / "piped" / "b.txt")
+    (tmp / "bad-study.yaml").write_text("sweeps: [\n  - methods: [kmeans\n")  # a list never closed
+    (tmp / "bad-published.csv").write_text("benchmark,method\nreuters,kmeans\n")  # published numbers lacking columns
+    shutil.copy(empty_store(), tmp / "mlflow.db")  # compare's default store, sqlite:///mlflow.db
     (tmp / "folder-root" / "reuters21578" / "reuters21578.tar.xz").mkdir(parents=True)  # a folder named as the file
     (tmp / "tmp" / "ray").mkdir(parents=True)  # the command's TMPDIR, so Ray's temp folder is TMPDIR/ray
     (tmp / "tmp" / "ray" / "ray_current_cluster").write_text(ray_address)
@@ -249,6 +332,8 @@ def run_case(args: list[str], tmp: Path, ray_address: str = "127.0.0.1:1") -> tu
     defaults = [f"output_dir={tmp / 'out'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'db'}", "sweep.repeats=1"]
     if module == "mtc.run":
         defaults.pop()
+    if module == "mtc.results.compare":  # not a Hydra command: its options only
+        defaults = []
     command = [*args, *defaults] if module == "mtc.reproduce" else [*defaults, *args]  # the study comes first
     env = {key: value for key, value in os.environ.items() if key not in ("RAY_ADDRESS", "RAY_TMPDIR")}
     env.update(MTC_DATA_DIR=str(Path(os.environ.get("MTC_DATA_DIR", tmp)).resolve()), TMPDIR=str(tmp / "tmp"),
@@ -400,13 +485,14 @@ def page(cli_rows: list[str]) -> str:
         "",
         "Every bad input the tests try (tests/test_bad_inputs.py), with what the platform prints. Command-line",
         "cases exit 2 with this one line on stderr before any dataset is built, Ray started or MLflow store",
-        "opened, and create nothing: no MLflow store, no output folder (not even Hydra's record of the",
-        "command, outputs/hydra/<time>), no run, no Ray session. Checks of the tracking store, the output",
-        "folder and the Ray address wait at most 10 s each. Library cases raise the error shown. Regenerate",
-        "with `python tests/test_bad_inputs.py` (from the repository root, `MTC_DATA_DIR` set, as root for the",
-        "read-only folder); `<tmp>` is an empty folder the case runs in, also its TMPDIR's parent, and `<free>`",
-        "the memory free on the machine. A test fails when this page differs from what that command would",
-        "write now.",
+        "opened (compare reads its store, read-only), and create nothing: no MLflow store, no output folder",
+        "(not even Hydra's record of the command, outputs/hydra/<time>), no run, no Ray session. Checks of",
+        "the tracking store, the output folder and the Ray address wait at most 10 s each. Library cases",
+        "raise the error shown. Regenerate with `python tests/test_bad_inputs.py` (from the repository root,",
+        "`MTC_DATA_DIR` set, as root for the read-only folder); `<tmp>` is the folder the case runs in, also",
+        "its TMPDIR's parent, holding only the files the cases name (tests/test_bad_inputs.py, `prepare`), and",
+        "`<free>` the memory free on the machine. A test fails when this page differs from what that command",
+        "would write now.",
         "",
         f"{len(CLI_CASES)} command-line cases, {len(LIBRARY_CASES)} library cases.",
         "",

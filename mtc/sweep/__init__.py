@@ -44,8 +44,23 @@ def run(method: str, data: str, *overrides: str):
     """
     from mtc.cli import check_group_overrides, compose_config
     from mtc.config import settings
+    from mtc.errors import InputError
     from mtc.sweep.driver import run_sweep
 
+    for what, value in (("method", method), ("data", data)):
+        if not isinstance(value, str):
+            example = "'kmeans'" if what == "method" else "'synthetic'"
+            raise InputError(f"mtc.sweep.run: {what} is a config name, a string such as {example}; got {value!r}")
+    for override in overrides:
+        if not isinstance(override, str):
+            unpack = " (a list of them: unpack it, *overrides)" if isinstance(override, (list, tuple)) else ""
+            raise InputError(f"mtc.sweep.run: overrides are strings, one argument each, e.g. mtc.sweep.run('kmeans', "
+                             f"'synthetic', 'sweep.repeats=3'){unpack}; got {type(override).__name__} {override!r}")
+        group, sep, choice = override.lstrip("+").partition("=")
+        chosen = {"method": method, "data": data}.get(group)
+        if sep and chosen is not None and choice != chosen:
+            raise InputError(f"mtc.sweep.run({method!r}, {data!r}, ...): the override {override!r} contradicts the "
+                             f"{group} argument {chosen!r}; choose the {group} by that argument")
     arguments = [f"method={method}", f"data={data}", *overrides]
     check_group_overrides(arguments)  # an unknown method or data config: one line naming the available ones
     return run_sweep(settings(compose_config(arguments)), keep_ray=True, full_report=False)  # verbose=0: one line
