@@ -12,6 +12,8 @@ they keep their logs there open). The moments are spread over the signals, one t
 few minutes in all); tests/test_signals.py stops sweeps mid-way and resumes them."""
 
 import contextlib
+import fcntl
+import json
 import os
 import re
 import shutil
@@ -24,6 +26,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from mtc.store import locks
 
 pytestmark = pytest.mark.slow
 
@@ -150,6 +154,18 @@ def locks_left(folder: Path) -> list[str]:
                   if path.name not in NOT_A_DRIVER_LOCK)
 
 
+def stand_in_holder(lock: Path) -> int:
+    """Hold a killed driver's Ray lock for this test, its record naming this live process: a
+    sweep of a test running beside this one (pytest-xdist) ends a dead driver's Ray processes
+    wherever they are (mtc.sweep.driver.remove_dead_drivers_ray_folders), and would end them
+    before this test has seen them. Closing the returned descriptor lets go; the file stays."""
+    fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(locks.this_process()).encode(), 0)
+    return fd
+
+
 def running_runs(db: Path) -> int:
     with contextlib.closing(sqlite3.connect(db, timeout=30)) as connection:
         return connection.execute("SELECT COUNT(*) FROM runs WHERE status = 'RUNNING'").fetchone()[0]
@@ -219,13 +235,15 @@ def test_the_next_sweep_ends_the_ray_processes_a_killed_driver_left(folder):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)
+    dead_folder = sorted(folder.glob(f"mtc-ray-{driver.pid}-*"))
+    assert [path.suffix for path in dead_folder] == ["", ".lock"]
+    stand_in = stand_in_holder(dead_folder[1])
     time.sleep(1.0)
     orphans = left_behind(folder, wait=0)
     assert orphans, "Ray left nothing behind this time: the rest of this test proves nothing"
     assert {"ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= {line.split()[1] for line in describe(orphans)}
-    dead_folder = sorted(folder.glob(f"mtc-ray-{driver.pid}-*"))
-    assert [path.suffix for path in dead_folder] == ["", ".lock"]
 
+    os.close(stand_in)  # from here on, any sweep may end them: the next one here must
     again = start(folder, args, driver_env(folder, MTC_DEBUG_MOMENTS=str(folder / "moments-again")))
     try:
         wait_for(again, folder, "ray-started", name="moments-again")

@@ -244,7 +244,7 @@ def test_bad_input_one_clear_error_each():
     _, mats = sparse_nonnegative()
     with pytest.raises(InputError, match="same number of clusters in every task"):
         SMTNMF(n_clusters=[2, 3]).fit(mats)
-    with pytest.raises(InputError, match="task 1: this method needs non-negative data"):
+    with pytest.raises(InputError, match="task 1: SMTNMF needs non-negative data .*data.params.scale=minmax"):
         SMTNMF(n_clusters=2).fit([mats[0], -mats[1]])
     lonely = mats[1].copy()
     lonely[4] = 0.0
