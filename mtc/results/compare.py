@@ -102,6 +102,7 @@ from mtc.results.rendering import (
     overview_table,
     parse_point,
     score_table,
+    store_description,
     sweep_heatmap,
     value_order,
     wilcoxon_markdown,
@@ -294,7 +295,8 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
     check_criterion(criterion)
     client, experiment_id = open_experiment(tracking_uri, experiment)
     comparison = read_comparison(client, experiment_id, metric, benchmarks, methods, criterion, published)
-    paths = write_outputs(comparison, comparison.metric, out, f"experiment `{experiment}` of {tracking_uri}")
+    paths = write_outputs(comparison, comparison.metric, out,
+                          f"experiment `{experiment}` of {store_description(tracking_uri, Path(out).resolve())}")
     run_id = log_run(client, experiment_id, paths, comparison.metric, comparison.sweeps,
                      comparison.criterion) if log else None
     return {"comparison": comparison, "paths": paths, "run_id": run_id}

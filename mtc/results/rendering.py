@@ -9,6 +9,7 @@ parameters with no effect, and a red box marks the cell of the point the tables 
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -262,6 +263,14 @@ def draw_cd_diagram(friedman: pd.DataFrame, nemenyi: pd.DataFrame, metric: str, 
 
 
 # --- compare.md --------------------------------------------------------------------------
+
+
+def store_description(uri: str, folder: Path) -> str:
+    """A store as a generated page names it: a SQLite file relative to the page's folder, any
+    other store by its kind (no machine's path or address in a committed page)."""
+    if uri.startswith("sqlite:///"):
+        return f"the SQLite store {os.path.relpath(uri[len('sqlite:///'):], folder)}"
+    return "a tracking server" if uri.startswith(("http://", "https://")) else "a database store"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
