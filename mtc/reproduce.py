@@ -274,12 +274,35 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
+def stored_fit_seconds(plans: list) -> dict[str, tuple[float, int]]:
+    """Per sweep, the mean ``fit_seconds`` of the FINISHED trials the store holds of the same
+    method on the same data (method, data config and data hash: any sweep of it, any grid
+    point) and how many there are; sweeps with none are left out (no store: none)."""
+    uri, experiment = plans[0].run.tracking.uri, plans[0].run.tracking.experiment
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
+        return {}
+    client = tracking.client_for(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return {}
+    seconds = {}
+    for plan in plans:
+        same = {key: plan.tags[key] for key in ("mtc.method", "mtc.data", tracking.DATASET_HASH_TAG)}
+        fits = [run.data.metrics["fit_seconds"] for run in tracking.find_runs(client, found.experiment_id, **same)
+                if run.info.status == "FINISHED" and "fit_seconds" in run.data.metrics]
+        if fits:
+            seconds[plan.name] = (sum(fits) / len(fits), len(fits))
+    return seconds
+
+
 def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
             not_run: dict[str, str] | None = None) -> None:
     """List the sweeps with their trial counts, what is already finished and (``estimate``) an
-    estimated time from one calibration fit per unfinished sweep (its trials over the parallel
-    slots, times the fit); then the methods that cannot run (``not_run``) and the compares."""
+    estimated time: the mean fit time the store holds for the method on the data (stored_fit_seconds),
+    else one calibration fit, times the trials left over the parallel slots; then the methods
+    that cannot run (``not_run``) and the compares."""
     counts = check_unfinished(plans)
+    stored = stored_fit_seconds(plans) if estimate else {}
     width = max(len(plan.name) for plan in plans)
     total_seconds = 0.0
     for plan in plans:
@@ -287,16 +310,18 @@ def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
         state = "finished" if done == total else f"{done} finished" if done else "to run"
         line = f"{plan.name:<{width}}  {total:>6} trials  {state}"
         if estimate and done < total:
-            seconds = calibration_seconds(plan) * (total - done) / parallel_slots(plan.run)
+            per_fit, fits = stored.get(plan.name) or (calibration_seconds(plan), 0)
+            seconds = per_fit * (total - done) / parallel_slots(plan.run)
             total_seconds += seconds
-            line += f"  about {duration(seconds)}"
+            line += f"  about {duration(seconds)} ({f'mean of {fits} stored fits' if fits else 'calibration fit'})"
         print(line)
     total = sum(len(plan.trials) for plan in plans)
     left = total - sum(counts.values())
     print(f"study {study.name}: {len(plans)} sweeps, {total} trials, {left} to run "
           f"({sum(counts[p.name] == len(p.trials) for p in plans)} sweeps finished)"
           + (f"; estimated {duration(total_seconds)} of fits on {parallel_slots(plans[0].run)} parallel trials "
-             "(one calibration fit per sweep; Ray's start and the reports come on top)" if estimate and left else ""))
+             "(per sweep: the store's fit times of the method on the data, else one calibration fit; Ray's start "
+             "and the reports come on top)" if estimate and left else ""))
     for method, why in (not_run or {}).items():
         print(f"cannot run: {method}: {why}")
     for spec in ([] if only else study.compares):
@@ -534,6 +559,61 @@ def run(study: str, *overrides: str, only: tuple[str, ...] = (), compare_root: s
     return {**outcome, "not_run": not_run}
 
 
+def leaderboard_folder(study: str, methods: list[str], root: Path) -> Path:
+    """Where ``--with`` writes: ``<root>/leaderboard_<study>_<method>[+<method>...]``."""
+    named = "+".join(methods) if len(methods) <= 3 else f"{len(methods)}_methods"
+    return Path(root) / f"leaderboard_{Path(study).stem}_{named}"
+
+
+def leaderboard(study: str, methods: str | list[str], *overrides: str, only: tuple[str, ...] = (),
+                out: str | Path | None = None, compare_root: str | Path = ".", keep_ray: bool = True) -> dict:
+    """Set ``methods`` beside the papers of ``study`` under their protocols, as ``python -m
+    mtc.reproduce <study> --with METHODS`` does (mtc.protocols plans the sweeps: the papers'
+    methods on the benchmarks kept and the added methods; finished sweeps are not run again),
+    then write the leaderboard folder (mtc.results.leaderboard) and log it as one MLflow run.
+
+    Parameters
+    ----------
+    study : str
+        A paper's study (mtcmrl, smtnmf, ...), ``all``, or the path of a study YAML.
+    methods : str or list of str
+        Method configs (``"a_kmeans,snmf"``, ``["a_kmeans"]``) or ``"all"``; one outside the
+        package is found through ``hydra.searchpath=[file://...]`` among the overrides.
+    *overrides : str
+        Hydra overrides for every sweep (store, Ray, search path, ...).
+    only : tuple of str
+        Only the benchmarks whose added sweeps these select (methods, data configs, sweep names).
+    out : str or Path, optional
+        The leaderboard folder (default: leaderboard_folder under ``compare_root``).
+    keep_ray : bool
+        Keep a local Ray for the process's next sweeps (a notebook); the command does not.
+
+    Returns
+    -------
+    dict
+        ``folder``, ``run_id`` (the MLflow leaderboard run), ``scores`` and ``tests`` (as
+        leaderboard.csv and tests.csv), ``not_run`` and what run_study returns under ``study``.
+    """
+    from mtc.protocols import added_methods, plan_leaderboard
+    from mtc.results.leaderboard import build_leaderboard, log_leaderboard
+    from mtc.results.rendering import store_description
+    from mtc.results.reading import open_experiment
+
+    names = added_methods(methods if isinstance(methods, str) else ",".join(methods))
+    plan = plan_leaderboard(study, names, list(overrides), list(only))
+    for where, why in plan.not_run.items():
+        print(f"cannot run: {where}: {why}")
+    folder = Path(out) if out is not None else leaderboard_folder(study, names, Path(compare_root))
+    outcome = run_study(Study(folder.name, (), ()), plan.plans, keep_ray=keep_ray)
+    first = plan.plans[0].run
+    client, experiment_id = open_experiment(first.tracking.uri, first.tracking.experiment)
+    built = build_leaderboard(client, experiment_id, plan.boards, names, folder, plan.not_run,
+                              store_description(first.tracking.uri, folder.resolve()))
+    run_id = log_leaderboard(client, experiment_id, Path(study).stem, names, built["paths"])
+    return {"folder": folder, "run_id": run_id, "scores": built["scores"], "tests": built["tests"],
+            "not_run": plan.not_run, "study": outcome}
+
+
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m mtc.reproduce", description=__doc__.splitlines()[0])
     parser.add_argument("study", help="a study in conf/study (mtcmrl, mtcfir, smtnmf, aaai13, spmtc, all) or a YAML path")
@@ -542,6 +622,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         help="only the sweeps of these methods, labels, data configs or sweep names (no compare)")
     parser.add_argument("--no-estimate", action="store_true",
                         help="with --dry-run: no calibration fit per sweep, so no estimated time")
+    parser.add_argument("--with", dest="with_methods", metavar="METHOD[,METHOD...]",
+                        help="the leaderboard: these method configs (or all) under every protocol of the study's "
+                             "papers, beside the papers' methods and published numbers (mtc.protocols)")
+    parser.add_argument("--out", type=Path, help="with --with: the leaderboard folder (default: "
+                                                 "leaderboard_<study>_<methods> under --compare-root)")
     parser.add_argument("--compare", action="store_true", help="regenerate the compare folders even if no sweep ran")
     parser.add_argument("--compare-root", type=Path, default=Path("."),
                         help="the folder the compare folders are relative to (default: here)")
@@ -556,6 +641,24 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return args, overrides
 
 
+def main_leaderboard(args: argparse.Namespace, overrides: list[str]) -> None:
+    """``--with``: the leaderboard's dry run (its sweeps, their estimated time, the benchmarks
+    an added method cannot run on), or the leaderboard."""
+    from mtc.protocols import added_methods, plan_leaderboard
+
+    start = time.perf_counter()
+    if args.dry_run:
+        names = added_methods(args.with_methods)
+        plan = plan_leaderboard(args.study, names, overrides, args.only)
+        dry_run(Study(leaderboard_folder(args.study, names, args.compare_root).name, (), ()), plan.plans, [],
+                not args.no_estimate, plan.not_run)
+        return
+    result = leaderboard(args.study, args.with_methods, *overrides, only=tuple(args.only), out=args.out,
+                         compare_root=args.compare_root, keep_ray=False)
+    print(f"leaderboard: {result['folder'] / 'leaderboard.md'} (MLflow run {result['run_id']}), "
+          f"{time.perf_counter() - start:.1f} s")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the command: bad input is one line and exit 2; a stopped study exits 128 + the
     signal's number (130 for Ctrl-C); an incomplete sweep or a full disk is one line, exit 1
@@ -568,6 +671,9 @@ def main(argv: list[str] | None = None) -> None:
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         with command_exits():
+            if args.with_methods:
+                main_leaderboard(args, overrides)
+                return
             study = load_study(args.study)
             not_run = {}
             plans = plan_study(study, overrides, args.only, not_run)

@@ -17,7 +17,7 @@ from mtc.config import RESERVED_PARAMS, method_configs
 PACKAGE = Path(mtc.__file__).parent
 CORE = ("mtc", "mtc.config", "mtc.trial", "mtc.tasks", "mtc.record", "mtc.errors", "mtc.metrics", "mtc.cli",
         "mtc.numerics.cache", "mtc.data", "mtc.methods.base", "mtc.methods.memory")
-COMMANDS = ("mtc.run", "mtc.reproduce")
+COMMANDS = ("mtc.run", "mtc.reproduce", "mtc.protocols")  # protocols: reproduce --with's plan
 # package -> the platform packages it may import besides itself and the core (docs/architecture.md)
 LAYERS = {"store": (), "results": ("mtc.store",), "sweep": ("mtc.store", "mtc.results"), "stack": ()}
 PLATFORM_PACKAGES = ("store", "results", "sweep", "stack")

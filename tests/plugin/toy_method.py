@@ -91,3 +91,11 @@ class ToyClusterer(MultiTaskClusterer):
             toy_task_similarity=LabelledMatrix.single(np.eye(T) + self.shift, "task", "task", "toy task similarity"),
             toy_weights=LabelledMatrix({(t, 0): np.full((X.shape[0], 1), 0.5) for t, X in enumerate(matrices)},
                                        "sample", ("weight",), "toy per-sample weights"))
+
+
+class SharedColumnsToy(ToyClusterer):
+    """The toy solver declaring that it needs the same number of clusters in every task (as a
+    solver whose cluster columns are shared across tasks does): a sweep on tasks of unequal
+    cluster counts is refused before Ray starts, and a leaderboard lists that benchmark."""
+
+    equal_clusters_reason = "its cluster columns are shared by every task"
