@@ -175,6 +175,25 @@ def test_outputs_exist_and_figures_are_wide(compared):
     assert stdout.strip().splitlines()[-1].startswith("MLflow compare run: ")
 
 
+def test_compare_md_reads_summary_first_and_keeps_run_ids_in_a_csv(compared):
+    """The overview and the ranks first, then each benchmark's tables and figures, the long
+    tables last; the parent runs' ids in sweeps.csv, not on the page; the store named relative
+    to the folder, never by an absolute path."""
+    out, _ = compared
+    markdown = (out / "compare.md").read_text()
+    order = [markdown.index(heading) for heading in (
+        "## Overview: mean acc over tasks", "## Friedman test of acc", "## synthetic\n",
+        "![kkm on synthetic](grid_kkm_synthetic.png)", "## synthetic: label-free points and tests",
+        "### Wilcoxon signed-rank tests of acc", "## Friedman test: its cells and Nemenyi's p-values",
+        "## The sweeps read")]
+    assert order == sorted(order)
+    sweeps = pd.read_csv(out / "sweeps.csv")
+    assert sorted(sweeps.method) == ["kkm", "kmeans", "snmf"] and sweeps.parent_run.str.fullmatch("[0-9a-f]{32}").all()
+    assert not any(run_id in markdown for run_id in sweeps.parent_run)
+    first_line = markdown.splitlines()[0]
+    assert "of the SQLite store " in first_line and "sqlite:" not in first_line and str(out.parent) not in first_line
+
+
 def test_no_critical_difference_diagram_below_the_minimum_of_cells_and_compare_md_says_why(compared):
     """3 (benchmark, task) cells: the Friedman and Nemenyi CSVs are written, but no diagram, and
     no critical difference is presented as if it meant something."""
@@ -191,7 +210,7 @@ def test_no_critical_difference_diagram_below_the_minimum_of_cells_and_compare_m
     assert "critical-difference diagram](" not in markdown and "Nemenyi's critical difference at" not in markdown
     ranks = markdown.split("Average ranks:")[1].split("Nemenyi post-hoc")[0]
     assert all(f"| {rank:.2f} |" in ranks for rank in friedman.average_rank)  # two decimals
-    means = markdown.split("Means (rank in the cell, 1 = best):")[1].split("Average ranks")[0]
+    means = markdown.split("Means (rank in the cell, 1 = best):")[1].split("Nemenyi post-hoc")[0]
     assert re.findall(r"\((\d+(?:\.\d+)?)\)", means) and all(
         re.fullmatch(r"\d\.\d\d", rank) for rank in re.findall(r"\((\d+(?:\.\d+)?)\)", means))
 
@@ -279,7 +298,7 @@ def test_the_compare_run_holds_the_files(store, compared):
     run = client.get_run(run_id)
     assert run.info.run_name == "compare" and run.data.tags["mtc.kind"] == "compare" and run.info.status == "FINISHED"
     assert {a.path for a in client.list_artifacts(run_id)} == {
-        "compare.md", "cells.csv", "wilcoxon.csv", "friedman.csv", "nemenyi.csv",
+        "compare.md", "cells.csv", "sweeps.csv", "wilcoxon.csv", "friedman.csv", "nemenyi.csv",
         "grid_kkm_synthetic.png", "grid_snmf_synthetic.png"}  # 3 cells: no critical-difference diagram
 
 

@@ -385,8 +385,9 @@ def accuracy_loss_parts(benchmark: str, cells: pd.DataFrame) -> list[str]:
 
 
 def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str], figures: dict) -> list[str]:
-    """The lines of compare.md on one benchmark (with the criterion acc, also the accuracy at
-    the label-free points)."""
+    """The lines of compare.md on one benchmark: its score tables (per task, beside the published
+    numbers), its sample-size curve and its grid heatmaps; the long tables are in
+    ``benchmark_details``."""
     cells = comparison.cells[comparison.cells.benchmark == benchmark]
     criterion = comparison.criterion
     parts = [f"## {benchmark}", ""]
@@ -399,12 +400,6 @@ def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str]
                   "(mean ± std over draws (number of draws); the highest per size in bold)", "",
                   markdown_table(size_table(curves)), "",
                   f"![{metrics[0]} against the sample size on {benchmark}]({figures[None, benchmark].name})", ""]
-    if criterion == BEST:
-        parts += accuracy_loss_parts(benchmark, cells)
-    tests = comparison.wilcoxon[comparison.wilcoxon.benchmark == benchmark]
-    if len(tests):
-        parts += [f"### Wilcoxon signed-rank tests of {metrics[0]} (two-sided, paired by seed; best method against "
-                  "each other, not corrected for multiple tests)", "", markdown_table(wilcoxon_markdown(tests)), ""]
     for sweep in comparison.sweeps:
         if sweep.benchmark == benchmark:
             figure = figures.get((sweep.method, benchmark))
@@ -413,45 +408,74 @@ def benchmark_section(benchmark: str, comparison: Comparison, metrics: list[str]
     return parts
 
 
+def benchmark_details(benchmark: str, comparison: Comparison, metrics: list[str]) -> list[str]:
+    """The long tables of one benchmark, at the end of compare.md: the accuracy at the
+    label-free points (with the criterion acc) and the Wilcoxon tests."""
+    cells = comparison.cells[comparison.cells.benchmark == benchmark]
+    parts = accuracy_loss_parts(benchmark, cells) if comparison.criterion == BEST else []
+    tests = comparison.wilcoxon[comparison.wilcoxon.benchmark == benchmark]
+    if len(tests):
+        parts += [f"### Wilcoxon signed-rank tests of {metrics[0]} (two-sided, paired by seed; best method against "
+                  "each other, not corrected for multiple tests)", "", markdown_table(wilcoxon_markdown(tests)), ""]
+    return [f"## {benchmark}: label-free points and tests", "", *parts] if parts else []
+
+
 def friedman_section(comparison: Comparison, metric: str, cd_figure: Path | None) -> list[str]:
-    """The lines of compare.md on the Friedman and Nemenyi tests over all benchmarks (ranks with
-    two decimals); without a diagram (``cd_refusal``) it says why, and shows no critical
-    difference."""
+    """The lines of compare.md on the Friedman test over all benchmarks: the test, the average
+    ranks (two decimals) and the critical-difference diagram, or why there is none (``cd_refusal``:
+    then no critical difference is shown). Its cells and Nemenyi's p-values are in
+    ``friedman_details``."""
     parts = [f"## Friedman test of {metric} over (benchmark, task) cells", ""]
     if not len(comparison.friedman):
         return parts + ["No Friedman test: it needs a set of at least 3 methods with results in at least 2 "
                         "(benchmark, task) cells, not all tied in every cell.", ""]
     first = comparison.friedman.iloc[0]
-    ranks = comparison.rank_table.rank(axis=1, ascending=False)
-    shown = comparison.rank_table.map("{:.4f}".format) + ranks.map(" ({:.2f})".format)
     average = comparison.friedman[["method", "average_rank"]].assign(
         average_rank=comparison.friedman.average_rank.map("{:.2f}".format))
     refusal = cd_refusal(comparison.friedman)
     parts += [f"Methods with results in every cell used: {', '.join(comparison.rank_table.columns)}; "
               f"{first.n_cells} cells (the best point's mean per task; the task mean is not a cell). "
               f"Friedman chi-square = {first.statistic:.4g}, p = {first.p:.4g}.", "",
-              "Means (rank in the cell, 1 = best):", "", markdown_table(shown.reset_index()), "",
               "Average ranks" + ("" if refusal else f" (Nemenyi's critical difference at {ALPHA}: "
                                                       f"{first.critical_difference:.2f})") + ":", "",
-              markdown_table(average), "",
-              "Nemenyi post-hoc p-values:", "", markdown_table(comparison.nemenyi.round(4).reset_index()), ""]
+              markdown_table(average), ""]
     parts += [refusal, ""] if refusal else [f"![critical-difference diagram]({cd_figure.name})", ""]
     return parts
 
 
+def friedman_details(comparison: Comparison) -> list[str]:
+    """The Friedman test's cells (means with their rank in the cell) and Nemenyi's p-values."""
+    if not len(comparison.friedman):
+        return []
+    ranks = comparison.rank_table.rank(axis=1, ascending=False)
+    shown = comparison.rank_table.map("{:.4f}".format) + ranks.map(" ({:.2f})".format)
+    return ["## Friedman test: its cells and Nemenyi's p-values", "",
+            "Means (rank in the cell, 1 = best):", "", markdown_table(shown.reset_index()), "",
+            "Nemenyi post-hoc p-values:", "", markdown_table(comparison.nemenyi.round(4).reset_index()), ""]
+
+
+def sweeps_frame(comparison: Comparison) -> pd.DataFrame:
+    """``sweeps.csv``: every sweep read, its parent run and its point of each selection."""
+    return pd.DataFrame([{"benchmark": s.benchmark, "method": s.method, "parent_run": s.run_id,
+                          "seeds_at_best": s.points[comparison.criterion].n_runs,
+                          **{f"point_{sel}": s.points[sel].point if sel in s.points else "" for sel in SELECTIONS
+                             if sel != BEST or comparison.criterion == BEST}} for s in comparison.sweeps],
+                        columns=["benchmark", "method", "parent_run", "seeds_at_best",
+                                 *(f"point_{sel}" for sel in SELECTIONS if sel != BEST or comparison.criterion == BEST)])
+
+
 def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, cd_figure: Path | None,
                      source: str) -> str:
-    """compare.md: the sweeps read, notes, one section per benchmark, the Friedman section."""
-    sweeps = pd.DataFrame([{"benchmark": s.benchmark, "method": s.method, "parent run": s.run_id,
-                            "seeds at best": s.points[comparison.criterion].n_runs,
-                            **{f"point: {sel}": s.points[sel].point if sel in s.points else "" for sel in SELECTIONS
-                               if sel != BEST or comparison.criterion == BEST}}
-                           for s in comparison.sweeps])
+    """compare.md, what a reader looks for first: the overview, the ranks over every benchmark
+    with their diagram, then per benchmark its tables beside the published numbers and its
+    figures; the long tables (label-free points, tests, the Friedman cells, the sweeps read) at
+    the end, the parent runs' ids in sweeps.csv."""
+    sweeps = sweeps_frame(comparison)
     parts = [f"# Comparison of {len(comparison.sweeps)} sweeps ({source})", "",
              "Mean ± std (ddof = 1) over seeds. Published numbers: mtc/published_results.csv, matched on benchmark, "
              "method, task and metric (where several papers print a cell, the first row of the file; methods with "
-             "no config of ours, `paper:*`, are not shown).", "",
-             markdown_table(sweeps), ""]
+             "no config of ours, `paper:*`, are not shown). The sweeps read, their parent runs and chosen points: "
+             "sweeps.csv and the last section.", ""]
     parts += [f"- {note}" for note in comparison.notes] + ([""] if comparison.notes else [])
     chosen_by = ("best grid point by mean accuracy" if comparison.criterion == BEST else
                  f"grid point of the {SELECTIONS[comparison.criterion]}")
@@ -459,9 +483,17 @@ def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, 
               "Mean ± std over seeds; the highest on each benchmark in bold; the per-task tables, the published "
               "numbers and the tests are in the benchmark's section.", "",
               markdown_table(overview_table(comparison.cells, metrics[0], comparison.criterion)), ""]
-    for benchmark in sorted(set(sweeps.benchmark)):
+    parts += friedman_section(comparison, metrics[0], cd_figure)
+    benchmarks = sorted(set(sweeps.benchmark))
+    for benchmark in benchmarks:
         parts += benchmark_section(benchmark, comparison, metrics, figures)
-    return "\n".join(parts + friedman_section(comparison, metrics[0], cd_figure))
+    for benchmark in benchmarks:
+        parts += benchmark_details(benchmark, comparison, metrics)
+    parts += friedman_details(comparison)
+    read = sweeps.drop(columns="parent_run").rename(
+        columns=lambda c: f"point: {c.removeprefix('point_')}" if c.startswith("point_") else c.replace("_", " "))
+    parts += ["## The sweeps read", "", markdown_table(read), ""]
+    return "\n".join(parts)
 
 
 # --- the outputs -------------------------------------------------------------------------
@@ -485,8 +517,8 @@ def write_outputs(comparison: Comparison, metric: str, out: Path, source: str) -
     else:
         cd_figure.unlink(missing_ok=True)
         cd_figure = None
-    frames = {"cells.csv": comparison.cells, "wilcoxon.csv": comparison.wilcoxon,
-              "friedman.csv": comparison.friedman, "nemenyi.csv": comparison.nemenyi,
+    frames = {"cells.csv": comparison.cells, "sweeps.csv": sweeps_frame(comparison),
+              "wilcoxon.csv": comparison.wilcoxon, "friedman.csv": comparison.friedman, "nemenyi.csv": comparison.nemenyi,
               **({"size_curves.csv": comparison.size_curves} if len(comparison.size_curves) else {})}
     for name, frame in frames.items():
         frame.to_csv(out / name, index=name == "nemenyi.csv")
