@@ -3,6 +3,7 @@ a task column, text folders with one vocabulary, n_clusters, the cache keyed by 
 contents, every bad file rejected in one line, and methods fitted on the result."""
 
 import gzip
+import re
 import subprocess
 import sys
 
@@ -588,6 +589,32 @@ def test_the_config_refuses_what_is_not_a_regular_file_before_hashing_it(tmp_pat
     cfg = compose_config("data=files", "data.name=mine", f"data.params.paths=[{tmp_path / 'pipe.csv'}]")
     with pytest.raises(InputError, match=f"^{tmp_path}/pipe.csv: a FIFO \\(named pipe\\), not a regular file"):
         settings(cfg)
+
+
+def test_load_dataset_refuses_what_is_not_a_regular_file_before_hashing_it(tmp_path):
+    """From Python, mtc.data.load_dataset hashed the paths for its cache key first and hung on
+    a FIFO there (or read /dev/zero for ever): the key skips them, and the builder refuses them."""
+    import os
+    import signal
+
+    os.mkfifo(tmp_path / "pipe.csv")
+    (tmp_path / "zero.csv").symlink_to("/dev/zero")
+    write_csv(tmp_path / "t1.csv", X1, Y1)
+
+    def blocked(*_):
+        raise AssertionError("load_dataset blocked: it read what is not a regular file")
+
+    previous = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(20)
+    try:
+        for bad, what in (("pipe.csv", f"{tmp_path}/pipe.csv: a FIFO (named pipe)"), ("zero.csv", "/dev/zero: a character device")):
+            with pytest.raises(InputError, match=f"^{re.escape(what)}, not a regular file"):
+                load_dataset("mine", "files", {"paths": [str(tmp_path / "t1.csv"), str(tmp_path / bad)],
+                                               "label_column": "label"}, cache_dir=str(tmp_path / "cache"))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not list((tmp_path / "cache").glob("*.npz"))  # nothing cached
 
 
 @pytest.mark.parametrize("suffix, writer", [(".csv", "csv"), (".tsv", "tsv"), (".csv.gz", "csv.gz")])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import tomllib
 import urllib.request
@@ -280,12 +281,16 @@ def user_file_checksums(paths: list[str]) -> dict[str, str | None]:
     -------
     dict
         Absolute path -> sha256 hex digest, None for a path that cannot be read (missing or
-        not readable; ``mtc.data.files.build_files`` reports it).
+        not readable) or must not be (neither a regular file nor a folder: a FIFO would block
+        the read, a device such as /dev/zero never end it); ``mtc.data.files.build_files``
+        reports it.
     """
     found = {}
     for path in map(resolved, paths):
         try:
-            found[str(path)] = content_digest(path)
+            mode = path.stat().st_mode
+            readable = stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+            found[str(path)] = content_digest(path) if readable else None
         except OSError:
             found[str(path)] = None
     return found
