@@ -3,7 +3,12 @@ under W concurrent workers that each fit and log trials of about 10 ms.
 
     python benchmarks/server_throughput.py [--workers 1 2 4 8] [--duration 20]
         [--config KEY=VALUE[,KEY=VALUE...] ...] [--samples-per-cluster 10] [--auth]
-        [--max-load 1.0] [--load-wait 1200]
+        [--max-load 1.0] [--load-wait 1200] [--netns]
+
+``--netns`` (root, iproute2, as CI runs): the server and its PostgreSQL on a host of their
+own and the workers on two other hosts, in turn, each host a network namespace joined by a
+bridge (tests/netns_cluster.py, without Ray): every request crosses a veth pair and the
+bridge, as between machines. Without it, everything on loopback in one namespace.
 
 A configuration (``--config``, repeatable; default ``server_workers=1``) sets:
 
@@ -39,8 +44,10 @@ the end, also on error.
 Prints the mean time of one trial's fit alone, then per configuration the load average at its
 start and end and one row per W: trials finished, trials/s sustained, the ratio to W=1, the
 mean fit (run_trial) and logging (create + log + terminate) times per trial in the workers,
-and the CPU used over the run by the tracking server's processes, PostgreSQL's processes and
-the workers (% of one core; this machine has ``os.cpu_count()`` of them).
+the logging latency's percentiles p50, p95 and p99 (ms), the writes that failed (counted, and
+the worker goes on; one example is printed), and the CPU used over the run by the tracking
+server's processes, PostgreSQL's processes and the workers (% of one core; this machine has
+``os.cpu_count()`` of them).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -70,11 +78,15 @@ from mtc.store import run_writer, tracking
 from mtc.store.preflight import process_env
 from mtc.trial import run_trial, trial_params
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import netns_cluster  # noqa: E402  (the namespaced hosts of --netns: a test helper)
+
 METHOD = "snmf"
 SEEDS_PER_WORKER = 10**7
 LEAD_SECONDS = 1.0  # the workers of one run start together this long after it is handed out
 WARM_UP_SECONDS = 3.0  # an unmeasured run of every worker before a configuration's runs
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+EXTRA_PORT = 5001  # a second server's port on the namespaced head (--netns): the namespace's ports are its own
 
 
 @dataclass(frozen=True)
@@ -154,7 +166,8 @@ def worker(index: int, samples_per_cluster: int, tasks, results) -> None:
             os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true" if run_links == "off" else "false"
             client = tracking.client_for(uri)
             fit = log = 0.0
-            trials = 0
+            trials = errors = 0
+            latencies, last_error = [], ""
             time.sleep(max(0.0, start - time.time()))
             cpu = sum(os.times()[:2])
             try:
@@ -166,23 +179,30 @@ def worker(index: int, samples_per_cluster: int, tasks, results) -> None:
                     outcome = run_trial(dataset, prototype, trial, cache)
                     fitted = time.perf_counter()
                     config = trial_params(METHOD, prototype, trial, data_config)
-                    if logging == "batched":
-                        run_writer.write_runs(client, experiment_id, parent_id, [tracking.trial_record(
-                            parent_id, trial, tags, start_ms, outcome, config, dataset.task_names)])
-                    else:
-                        run = client.create_run(experiment_id, start_time=start_ms, run_name=trial.name,
-                                                tags=tracking.trial_tags(parent_id, trial, tags))
-                        log_trial_per_value(client, run.info.run_id, run.info.artifact_uri, outcome, config,
-                                            dataset.task_names)
-                        client.set_terminated(run.info.run_id, "FINISHED")
+                    try:
+                        if logging == "batched":
+                            run_writer.write_runs(client, experiment_id, parent_id, [tracking.trial_record(
+                                parent_id, trial, tags, start_ms, outcome, config, dataset.task_names)])
+                        else:
+                            run = client.create_run(experiment_id, start_time=start_ms, run_name=trial.name,
+                                                    tags=tracking.trial_tags(parent_id, trial, tags))
+                            log_trial_per_value(client, run.info.run_id, run.info.artifact_uri, outcome, config,
+                                                dataset.task_names)
+                            client.set_terminated(run.info.run_id, "FINISHED")
+                    except Exception as error:  # a request the server failed (or timed out): counted, and on
+                        errors += 1
+                        last_error = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+                        continue
                     fit += fitted - began
-                    log += time.perf_counter() - fitted
+                    latencies.append(time.perf_counter() - fitted)
+                    log += latencies[-1]
                     trials += 1
             except Exception as error:
                 results.put({"worker": index, "error": f"{type(error).__name__}: {error}"})
                 continue
             results.put({"worker": index, "trials": trials, "fit": fit, "log": log, "end": time.time(),
-                         "cpu": sum(os.times()[:2]) - cpu})
+                         "cpu": sum(os.times()[:2]) - cpu, "latencies": latencies, "errors": errors,
+                         "last_error": last_error})
 
 
 def process_table() -> dict[int, tuple[int, float]]:
@@ -217,16 +237,17 @@ def postmaster_pid(root: Path) -> int:
     return int((root / "pgdata" / "postmaster.pid").read_text().split()[0])
 
 
-def start_extra_server(running: stack.Stack, workers: int, server: str) -> tuple[int, str]:
+def start_extra_server(running: stack.Stack, workers: int, server: str, host: str = "127.0.0.1",
+                       port: int | None = None) -> tuple[int, str]:
     """``mlflow server --workers N`` (uvicorn, or gunicorn's sync workers) on the stack's
-    database and artifact folder, on a free loopback port in its own process group, as
-    mtc.stack starts its own; returns (pid, URI)."""
-    root, port = Path(running.dir), free_port()
+    database and artifact folder, on ``host`` and a free port (or ``port``) in its own process
+    group, as mtc.stack starts its own; returns (pid, URI)."""
+    root, port = Path(running.dir), port or free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_ENABLE_TELEMETRY": "false",
            "DO_NOT_TRACK": "true"}
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", running.database_uri(),
                "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
-               "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+               "--host", host, "--port", str(port), "--workers", str(workers)]
     if server == "gunicorn":
         command += ["--gunicorn-opts", "--worker-class sync"]
     if running.auth:
@@ -235,7 +256,7 @@ def start_extra_server(running: stack.Stack, workers: int, server: str) -> tuple
     log_path = root / f"server-{server}-{workers}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
+    uri = f"http://{host}:{port}"
     deadline = time.monotonic() + 120
     while not stack.server_is_up(uri):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -324,9 +345,13 @@ def measure(pool, uri: str, experiment_id: str, parent_id: str, config: Configur
         raise RuntimeError(f"{len(errors)} worker(s) failed: {errors[0]}")
     trials = sum(d["trials"] for d in done)
     cpu = {name: 100 * (tree_cpu(pid, after) - tree_cpu(pid, before)) / wall for name, pid in cpu_roots.items()}
+    latencies = 1000 * np.array([latency for d in done for latency in d["latencies"]])
+    p50, p95, p99 = np.percentile(latencies, [50, 95, 99]) if latencies.size else (np.nan,) * 3
     return {"W": count, "trials": trials, "rate": trials / (max(d["end"] for d in done) - start),
             "fit": 1000 * sum(d["fit"] for d in done) / max(trials, 1),
-            "log": 1000 * sum(d["log"] for d in done) / max(trials, 1),
+            "log": 1000 * sum(d["log"] for d in done) / max(trials, 1), "p50": p50, "p95": p95, "p99": p99,
+            "errors": sum(d["errors"] for d in done),
+            "last_error": next((d["last_error"] for d in done if d["last_error"]), ""),
             "server": cpu["server"], "postgres": cpu["postgres"],
             "workers": 100 * sum(d["cpu"] for d in done) / wall}
 
@@ -334,11 +359,15 @@ def measure(pool, uri: str, experiment_id: str, parent_id: str, config: Configur
 def print_rows(config: Configuration, rows: list[dict]) -> None:
     base = next((row["rate"] for row in rows if row["W"] == 1), None)
     print(f"{'configuration':40s} {'W':>2s} {'trials':>6s} {'trials/s':>8s} {'x W=1':>6s} {'fit ms':>7s} "
-          f"{'log ms':>7s} {'server%':>7s} {'PG%':>5s} {'workers%':>8s}")
+          f"{'log ms':>7s} {'p50':>6s} {'p95':>6s} {'p99':>6s} {'errors':>6s} {'server%':>7s} {'PG%':>5s} "
+          f"{'workers%':>8s}")
     for row in rows:
         ratio = f"{row['rate'] / base:6.2f}" if base else f"{'-':>6s}"
         print(f"{config.label:40s} {row['W']:2d} {row['trials']:6d} {row['rate']:8.1f} {ratio} {row['fit']:7.1f} "
-              f"{row['log']:7.1f} {row['server']:7.0f} {row['postgres']:5.0f} {row['workers']:8.0f}", flush=True)
+              f"{row['log']:7.1f} {row['p50']:6.0f} {row['p95']:6.0f} {row['p99']:6.0f} {row['errors']:6d} "
+              f"{row['server']:7.0f} {row['postgres']:5.0f} {row['workers']:8.0f}", flush=True)
+    for row in (row for row in rows if row["errors"]):
+        print(f"  W={row['W']}: {row['errors']} failed writes, e.g. {row['last_error']}", flush=True)
 
 
 def run_configuration(running: stack.Stack, pool, experiment_id: str, parent_id: str, config: Configuration,
@@ -348,7 +377,9 @@ def run_configuration(running: stack.Stack, pool, experiment_id: str, parent_id:
     try:
         server_pid, uri = running.server_pid, running.tracking_uri
         if (config.server, config.server_workers) != ("uvicorn", 1):  # not what mtc.stack started
-            extra_pid, uri = start_extra_server(running, config.server_workers, config.server)
+            host = urlsplit(running.tracking_uri).hostname
+            extra_pid, uri = start_extra_server(running, config.server_workers, config.server, host,
+                                                EXTRA_PORT if host != "127.0.0.1" else None)
             server_pid = extra_pid
         set_synchronous_commit(running, config.synchronous_commit)
         roots = {"server": server_pid, "postgres": postmaster_pid(Path(running.dir))}
@@ -377,6 +408,9 @@ def main() -> None:
     parser.add_argument("--auth", action="store_true", help="the server with basic auth, as --auth in mtc.stack")
     parser.add_argument("--max-load", type=float, default=1.0, help="measure only below this 1-minute load")
     parser.add_argument("--load-wait", type=float, default=1200.0, help="seconds to wait for that, at most")
+    parser.add_argument("--netns", action="store_true",
+                        help="the server on a host of its own and the workers on two others, each a network "
+                             "namespace (tests/netns_cluster.py; root, iproute2)")
     args = parser.parse_args()
     if min(args.workers) < 1 or args.duration <= 0:
         parser.error("--workers must be >= 1 and --duration > 0")
@@ -399,18 +433,29 @@ def main() -> None:
     processes = [context.Process(target=worker, args=(i, args.samples_per_cluster, queue, results), daemon=True)
                  for i, queue in enumerate(tasks)]
     try:
-        running = stack.start(root / "stack", port=free_port(), db_port=free_port(), auth=args.auth)
-        print(f"stack {running.tracking_uri} (PostgreSQL 127.0.0.1:{running.db_port}) in {root}; "
-              f"{args.duration:.0f} s per W; auth {'on' if args.auth else 'off'}", flush=True)
-        client = tracking.client_for(running.tracking_uri)
-        experiment_id = tracking.ensure_experiment(client, "server-throughput", None)
-        parent_id = client.create_run(experiment_id, run_name="server throughput").info.run_id
-        for process in processes:
-            process.start()
-        for _ in processes:
-            results.get(timeout=300)  # a worker's index: imported, dataset built, one fit done
-        for config in configs:
-            run_configuration(running, (tasks, results, processes), experiment_id, parent_id, config, args)
+        with contextlib.ExitStack() as hosts:
+            if args.netns:
+                cluster = hosts.enter_context(namespaced_hosts(args.auth))
+                running = cluster.stack
+                hosts.enter_context(netns_cluster.entered(cluster.head.netns))  # the server's host
+                where = (f"on host {cluster.head.netns} (namespace), the workers on hosts "
+                         f"{', '.join(w.netns for w in cluster.workers)} in turn, over a bridge")
+            else:
+                running = stack.start(root / "stack", port=free_port(), db_port=free_port(), auth=args.auth)
+                where = f"on loopback in {root}"
+            print(f"stack {running.tracking_uri} (PostgreSQL 127.0.0.1:{running.db_port}) {where}; "
+                  f"{args.duration:.0f} s per W; auth {'on' if args.auth else 'off'}", flush=True)
+            client = tracking.client_for(running.tracking_uri)
+            experiment_id = tracking.ensure_experiment(client, "server-throughput", None)
+            parent_id = client.create_run(experiment_id, run_name="server throughput").info.run_id
+            for i, process in enumerate(processes):
+                with netns_cluster.entered(cluster.workers[i % len(cluster.workers)].netns) if args.netns \
+                        else contextlib.nullcontext():
+                    process.start()  # spawned from this thread: in its network namespace
+            for _ in processes:
+                results.get(timeout=300)  # a worker's index: imported, dataset built, one fit done
+            for config in configs:
+                run_configuration(running, (tasks, results, processes), experiment_id, parent_id, config, args)
     finally:
         for queue in tasks:
             queue.put(None)
@@ -419,8 +464,31 @@ def main() -> None:
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=10)
-        stack.stop(root / "stack")
+        if not args.netns:
+            stack.stop(root / "stack")
         subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+@contextlib.contextmanager
+def namespaced_hosts(auth: bool):
+    """The test cluster's hosts without Ray (tests/netns_cluster.py): the head's namespace with
+    mtc.stack's PostgreSQL and server on its tracking address, two workers' namespaces, joined
+    by a bridge; everything removed at the end, also on error."""
+    why = netns_cluster.unavailable()
+    if why:
+        raise SystemExit(f"--netns: {why}")
+    if auth:
+        raise SystemExit("--netns runs without --auth")
+    cluster = netns_cluster.NetnsCluster(dict(os.environ))
+    try:
+        netns_cluster.remove_stale()
+        cluster.root.mkdir(parents=True)
+        (cluster.root / "logs").mkdir()
+        cluster.wire()
+        cluster.start_tracking()
+        yield cluster
+    finally:
+        cluster.close()
 
 
 if __name__ == "__main__":
