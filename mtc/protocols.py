@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mtc.cli import Composer
+from mtc.cli import Composer, available
 from mtc.config import method_configs, settings
 from mtc.errors import InputError
 from mtc.results.reading import pool_members
@@ -145,6 +145,11 @@ def plan_leaderboard(study_name: str, methods: list[str], overrides: list[str], 
     from mtc.reproduce import DRIVER_SETTINGS, Study, plan_study, selected
     from mtc.sweep.driver import check_plan
 
+    known = available("method", overrides)
+    unknown = [method for method in methods if method not in known]
+    if unknown:
+        raise InputError(f"--with: no method config {', '.join(map(repr, unknown))}; known: {', '.join(known)} (a method "
+                         "outside the package needs its folder on hydra.searchpath=[file://...] and PYTHONPATH)")
     compose = Composer()
     boards, kept_protocols, added_plans, not_run = [], {}, {}, {}
     for study in paper_studies(study_name):
@@ -180,7 +185,7 @@ def plan_leaderboard(study_name: str, methods: list[str], overrides: list[str], 
             boards.append(board)
     if not boards:
         reasons = "; ".join(f"{where}: {why}" for where, why in not_run.items())
-        raise InputError(f"study {study_name!r}: no benchmark to run {', '.join(methods)} on"
+        raise InputError(f"study {study_name!r}: no benchmark of its compare folders to run {', '.join(methods)} on"
                          + (f" with --only {' '.join(only)}" if only else "") + (f" ({reasons})" if reasons else ""))
     plans = plan_study(Study(study_name, tuple(kept_protocols), ()), overrides, [])
     plans += [plan for name, plan in added_plans.items() if name not in {p.name for p in plans}]

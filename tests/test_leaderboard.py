@@ -85,8 +85,10 @@ def test_the_protocol_of_a_benchmark_is_the_papers_sweep_with_the_method_replace
     assert sorted(p.name for p in plan.plans) == ["a_kmeans-synthetic", "kmeans-synthetic", "toy_shared-synthetic"]
     assert plan_leaderboard(str(path), ["toy"], [SEARCH_PATH, *store], ["uneven"]).boards[0].benchmarks == {
         "uneven": ("a_kmeans", "kmeans")}  # --only keeps a benchmark
-    with pytest.raises(InputError, match="no benchmark to run toy_shared on with --only uneven"):
+    with pytest.raises(InputError, match="no benchmark of its compare folders to run toy_shared on with --only uneven"):
         plan_leaderboard(str(path), ["toy_shared"], [SEARCH_PATH, *store], ["uneven"])
+    with pytest.raises(InputError, match="^--with: no method config 'nosuch'; known: a_asi, "):
+        plan_leaderboard(str(path), ["nosuch"], [SEARCH_PATH, *store], [])
     with pytest.raises(InputError, match="--with needs a method config name"):
         added_methods(" , ")
     assert "kmeans" in added_methods("all") and "toy" not in added_methods("all")
