@@ -100,7 +100,7 @@ def test_a_method_outside_the_package_against_a_small_study(small_study, monkeyp
     assert done.returncode == 0, done.stderr[-3000:]
     assert "cannot run: toy_shared on small uneven: sweep toy_shared-uneven:" in done.stdout
     board = folder / "leaderboard_small_toy_shared"
-    assert f"leaderboard: leaderboard_small_toy_shared/leaderboard.md (MLflow run " in done.stdout
+    assert "leaderboard: leaderboard_small_toy_shared/leaderboard.md (MLflow run " in done.stdout
 
     scores = pd.read_csv(board / "leaderboard.csv")
     assert sorted(zip(scores.benchmark, scores.method, scores.metric)) == [

@@ -21,6 +21,7 @@ import pytest
 from mlflow import MlflowClient
 
 from mtc.store import locks
+from tracked_runs import sweep_runs
 
 REMOTE = "http://tracking.example:5000"  # any non-SQLite URI: the lease applies
 
@@ -196,24 +197,14 @@ def tracking_server():
         subprocess.run(["rm", "-rf", str(root)], check=False)
 
 
-def server_runs(uri: str, name: str) -> tuple[list, list]:
-    """(parents, children) of the sweep named ``name`` on the server."""
-    from mtc.store import tracking
-
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("mtc")
-    runs = client.search_runs([experiment.experiment_id]) if experiment else []
-    parents = [r for r in runs if r.info.run_name == name and tracking.PARENT_TAG not in r.data.tags]
-    children = [r for r in runs if parents and r.data.tags.get(tracking.PARENT_TAG) == parents[0].info.run_id]
-    return parents, children
-
-
 @pytest.mark.slow
 def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_server(tracking_server, capsys):
     """A live driver's lease refuses a second driver of the sweep (another output folder: another
     machine's) before it starts Ray; once the driver is killed with SIGKILL, the same command run
-    at once on this machine takes its lease and output folder over and resumes within 10 s of
-    its start (its parent run reopened), with no duplicate run and no process left."""
+    at once on this machine takes its lease and output folder over at once, not after the lease
+    lapses (LEASE_SECONDS, 120 s): it resumes (its parent run reopened) in well under half of
+    that, 6-10 s here by the printed figure (no speed goal: a loaded machine takes longer), with
+    no duplicate run and no process left."""
     from test_orphans import PLUGIN, describe, driver_env, left_behind, moments, start, wait_for
 
     from mtc.store import tracking
@@ -228,7 +219,7 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     try:
         wait_for(first, folder, "trials")
         deadline = time.monotonic() + 120
-        while not any(r.info.status == "FINISHED" for r in server_runs(uri, "resumed")[1]):
+        while not any(r.info.status == "FINISHED" for r in sweep_runs(uri, "resumed")[1]):
             assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()[-3000:]
             time.sleep(0.5)
         second = subprocess.run([sys.executable, *args, f"output_dir={folder / 'elsewhere'}"], cwd=folder,
@@ -244,7 +235,7 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
         f"error: sweep 'resumed' is already running from {socket.gethostname()} pid {first.pid} against this "
         "tracking store"), second.stderr[-2000:]
     assert "data" in moments(folder, "moments-second") and "ray" not in moments(folder, "moments-second")  # no Ray
-    (parent,), children = server_runs(uri, "resumed")
+    (parent,), children = sweep_runs(uri, "resumed")
     assert parent.info.status == "RUNNING"  # nobody closed it
     kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
     assert 0 < len(kept) < 10
@@ -266,8 +257,8 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     with capsys.disabled():
         print(f"\nresumed {resumed:.1f} s after its start" if resumed else "\nnot resumed")
     assert again.returncode == 0, stderr[-3000:]
-    assert resumed is not None and resumed < 10.0, resumed
-    (after,), children = server_runs(uri, "resumed")
+    assert resumed is not None and resumed < locks.LEASE_SECONDS / 2, resumed  # it did not wait for the lease
+    (after,), children = sweep_runs(uri, "resumed")
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
     assert after.info.status == "FINISHED" and len(keys) == 10 == len(set(keys))  # no duplicate run
     assert {r.info.status for r in children} == {"FINISHED"}

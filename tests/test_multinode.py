@@ -14,6 +14,7 @@ from mtc.config import settings
 from mtc.stack.loopback import free_port, loopback_cluster
 from mtc.store import tracking
 from mtc.sweep.driver import run_sweep
+from tracked_runs import sweep_runs
 
 pytestmark = pytest.mark.slow
 PLUGIN = Path(__file__).parent / "plugin"
@@ -270,18 +271,6 @@ def toy_sweep_args(tmp_path, uri: str, address: str, name: str, *extra: str) -> 
     return [sys.executable, "-m", "mtc.sweep", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy",
             f"sweep.name={name}", f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}",
             f"ray.address={address}", "data.params.n_tasks=2", "data.params.samples_per_cluster=10", *extra]
-
-
-def sweep_runs(uri: str, name: str) -> tuple:
-    """(parent, children) of the sweep named ``name`` on the server."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("mtc")
-    runs = client.search_runs([experiment.experiment_id]) if experiment else []
-    parents = [r for r in runs if r.info.run_name == name and tracking.PARENT_TAG not in r.data.tags]
-    children = [r for r in runs if parents and r.data.tags.get(tracking.PARENT_TAG) == parents[0].info.run_id]
-    return parents, children
 
 
 def test_two_sweeps_at_once_against_the_server_lose_no_run(two_node_cluster, tracking_server, tmp_path, monkeypatch):
