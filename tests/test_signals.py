@@ -9,6 +9,7 @@ kernel, no mount needed), still runs."""
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -258,18 +259,21 @@ def fill(folder: Path) -> Path:
     return filler
 
 
-@pytest.mark.parametrize("where", ["artifacts", "store"])
+@pytest.mark.parametrize("where", ["artifacts", "store", "output"])
 def test_a_full_disk_mid_sweep_fails_the_parent_in_one_line_and_the_sweep_resumes(tmp_path, small_disk, where):
-    """The artifact store's or the SQLite store's disk fills once the sweep has started: every
-    later trial is lost, the progress line counts them, stderr ends with one line naming the
-    full disk (no traceback per trial), nothing is RUNNING and the parent not FINISHED (FAILED,
-    unless the full disk is the store's own); with space freed the same command runs what was
-    lost, without a duplicate."""
+    """The artifact store's, the SQLite store's or the output folder's disk fills once the sweep
+    has started: every later trial is lost, the progress line counts them, stderr ends with one
+    line naming the full disk (no traceback per trial, none of Ray Tune's pyarrow frames when its
+    results folder under the output folder cannot be written), nothing is RUNNING and the
+    parent not FINISHED (FAILED, unless the full disk is the store's own); with space freed the
+    same command runs what was lost, without a duplicate."""
     db = small_disk / "mlflow.db" if where == "store" else tmp_path / "mlflow.db"
     args = [*store_args(tmp_path, db, *TOY, "++method.grid.shift=[0.0,1.0]", "sweep.repeats=2",
                         "++method.params.delay=0.5")]
     if where == "artifacts":
         args.append(f"mlflow.artifact_root={small_disk / 'artifacts'}")
+    if where == "output":
+        args.append(f"output_dir={small_disk / 'out'}")
     driver = start(tmp_path, args)
     try:
         wait_for_parent(driver)
@@ -290,6 +294,10 @@ def test_a_full_disk_mid_sweep_fails_the_parent_in_one_line_and_the_sweep_resume
                              "them")
         assert parent.info.status == "FAILED"
         assert "failed 4" in stderr.replace("\r", "\n").splitlines()[-2]  # the progress line's last state
+    elif where == "output":  # Ray Tune's results folder cannot be written: the driver stops
+        assert re.fullmatch(f"error: no space left on device \\(the output folder {re.escape(str(small_disk / 'out'))} "
+                            "has \\d+ KiB free\\); free space and run the same command again to resume \\(finished "
+                            "trials are kept\\)", lines[-1]), lines[-1]
     else:  # a full SQLite store takes no more writes, not even the parent's status: the next run closes it
         assert lines[-1] == ("error: the disk of the SQLite store is full (database or disk is full); free space and "
                              "run the same command again to resume (finished trials are kept)")

@@ -10,22 +10,43 @@ from pathlib import Path
 from mtc.config import Settings
 
 
-def full_folders(run: Settings, least: int = 1 << 20) -> list[str]:
-    """The sweep's local folders (artifact folder, SQLite store, output folder) whose disk has
-    less than ``least`` bytes free, each named with what is free."""
+def local_folders(run: Settings) -> list[tuple[str, str]]:
+    """The sweep's local folders a full disk can stop: (what, path) of its artifact folder,
+    SQLite store and output folder, those that are local."""
     store = run.tracking.uri[len("sqlite:///"):] if run.tracking.uri.startswith("sqlite:///") else None
     artifacts = run.tracking.artifact_root if run.tracking.artifact_root and "://" not in run.tracking.artifact_root \
         else None
+    return [(what, str(path)) for what, path in (("the artifact folder", artifacts), ("the SQLite store", store),
+                                                 ("the output folder", run.sweep.output_dir)) if path is not None]
+
+
+def full_among(folders: list[tuple[str, str]], least: int = 1 << 20) -> list[str]:
+    """Of (what, path) folders, those whose disk has less than ``least`` bytes free, each named
+    with what is free."""
     named = []
-    for what, path in (("the artifact folder", artifacts), ("the SQLite store", store),
-                       ("the output folder", run.sweep.output_dir)):
-        if path is None:
+    for what, path in dict.fromkeys(folders):
+        existing = next((p for p in (Path(path), *Path(path).parents) if p.exists()), None)
+        if existing is None:
             continue
-        existing = next(p for p in (Path(path), *Path(path).parents) if p.exists())
         free = shutil.disk_usage(existing).free
         if free < least:
             named.append(f"{what} {path} has {free // 1024} KiB free")
     return named
+
+
+def full_folders(run: Settings, least: int = 1 << 20) -> list[str]:
+    """The sweep's local folders (artifact folder, SQLite store, output folder) whose disk has
+    less than ``least`` bytes free, each named with what is free."""
+    return full_among(local_folders(run), least)
+
+
+WATCHED: list[tuple[str, str]] = []  # the local folders of the sweeps this process planned (watch)
+
+
+def watch(run: Settings) -> None:
+    """Remember a planned sweep's local folders: a full-disk error that names no file (Ray
+    Tune's pyarrow writes) is then told by the folder whose disk is full (full_disk)."""
+    WATCHED.extend(folder for folder in local_folders(run) if folder not in WATCHED)
 
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
@@ -38,8 +59,10 @@ def full_disk(error: BaseException) -> str | None:
     while seen is not None and id(seen) not in chain:
         chain.add(id(seen))
         if isinstance(seen, OSError) and seen.errno in FULL_DISK:
-            where = f" writing {seen.filename}" if seen.filename else ""
-            return f"{os.strerror(seen.errno).lower()}{where}"
+            if seen.filename:
+                return f"{os.strerror(seen.errno).lower()} writing {seen.filename}"
+            full = full_among(WATCHED)  # pyarrow's errors name no file: the watched folder that is full
+            return os.strerror(seen.errno).lower() + (f" ({', '.join(full)})" if full else "")
         if "database or disk is full" in str(seen):
             return "the disk of the SQLite store is full (database or disk is full)"
         seen = seen.__cause__ or seen.__context__

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mtc.config import Settings, Trial, stable_hash, trial_list
 from mtc.results.report import CRITERIA
-from mtc.store import preflight, tracking
+from mtc.store import disk, preflight, tracking
 from mtc.store.stored_report import REPORT_FILES, stored_report
 
 # On a FINISHED parent run: the digest of the planned trials (trials_digest), written when every
@@ -57,6 +57,7 @@ def plan_sweep(run: Settings, load: bool = True) -> SweepPlan | None:
     preflight.check_writable(output_dir)
     if run.tracking.artifact_root and "://" not in run.tracking.artifact_root:
         preflight.check_writable(Path(run.tracking.artifact_root), "artifact folder", "mlflow.artifact_root")
+    disk.watch(run)  # a full disk that Ray Tune's errors do not name is told by its folder
     hashes, datasets = run.data.remembered_hashes(range(sweep.repeats)), None
     if hashes is None:
         if not (load or run.data.in_memory):
