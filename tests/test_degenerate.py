@@ -3,6 +3,7 @@ counted in reports, and never chosen by a label-free criterion; tiny values are 
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from mtc.config import method_configs
+from mtc.data.scaling import SCALES
 from mtc.errors import InputError
 from mtc.methods.base import PooledClusterer
 from mtc.methods.validation import DegenerateFitWarning, degenerate_tasks
@@ -79,8 +81,10 @@ def test_degenerate_tasks_counts_distinct_labels_against_the_asked_clusters():
 @pytest.mark.parametrize("scale", [1e-300, 1e-60, 0.0])
 def test_tiny_values_are_refused_in_one_line(name, scale):
     X, _ = planted_and_identical()
-    with pytest.raises(InputError, match="task 0: (every entry is 0|the largest .x. is .*rescale)"):
+    with pytest.raises(InputError, match="task 0: (every entry is 0|the largest .x. is .*rescale)") as refused:
         METHODS[name](n_clusters=3, random_state=0).fit([X * scale, X])
+    named = re.findall(r"data\.params\.scale=(\w+)", str(refused.value))
+    assert set(named) <= set(SCALES)  # the scale it names is one that exists
 
 
 def record(point, seed, silhouette, objective, degenerate, labels=None):

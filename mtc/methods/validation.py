@@ -51,7 +51,7 @@ def check_tasks(tasks, *, accept_sparse: bool = True) -> list:
             raise InputError(f"task {t}: " + ("every entry is 0: nothing to cluster" if largest == 0 else
                              f"the largest |x| is {largest:.3g}: the solvers' products underflow float64 at that "
                              f"scale and every sample looks alike; rescale the data (e.g. divide each task by its "
-                             f"largest entry, or data.params.scale=max_abs for files)"))
+                             f"largest entry, or data.params.scale=maxabs for files)"))
         checked.append(X)
     dims = [X.shape[1] for X in checked]
     if len(set(dims)) != 1:
