@@ -339,11 +339,13 @@ class TrackingSettings:
 
 @dataclass(frozen=True)
 class RaySettings:
-    """``address``: "local" starts Ray here; anything else joins that cluster."""
+    """``address``: "local" starts Ray here; anything else joins that cluster, whose head the
+    driver then watches: lost for ``head_lost_seconds``, the driver stops (mtc.sweep.head_watch)."""
 
     address: str
     num_cpus: int | None
     object_store_memory: int
+    head_lost_seconds: int
 
     @property
     def local(self) -> bool:
@@ -476,7 +478,8 @@ def ray_settings(cfg: DictConfig) -> RaySettings:
     if memory < MIN_OBJECT_STORE_MEMORY:
         raise InputError(f"ray.object_store_memory={memory} is below Ray's minimum of {MIN_OBJECT_STORE_MEMORY} "
                          "bytes (75 MiB); the default is 500000000")
-    return RaySettings(str(cfg.ray.address), positive_int(cfg.ray.num_cpus, "ray.num_cpus", True), memory)
+    return RaySettings(str(cfg.ray.address), positive_int(cfg.ray.num_cpus, "ray.num_cpus", True), memory,
+                       positive_int(cfg.ray.head_lost_seconds, "ray.head_lost_seconds"))
 
 
 def available_cpus() -> int:

@@ -17,6 +17,13 @@ picks the head among the raylets it sees), so it must sit on a host of the Ray n
 the root namespace gets no address there. The test's own calls (the MLflow client, psycopg2)
 run in the head's namespace through ``entered(name)``, which moves the calling thread only.
 
+A host is lost with ``lose`` (its cables cut, every process of it killed; or only its
+processes, ``cut=False``, one process group spared: a driver that outlives its head's
+services). A lost worker comes back with ``revive``; a lost head with ``restore_head`` (its Ray
+temp folder gone as a rebooted host's /tmp, PostgreSQL and the tracking server started again on
+the same folder, a new Ray head), then ``restart_workers`` (on each worker what an operator
+does once the head is back: ``ray stop``, ``ray start``).
+
 ``close`` removes everything, also after a failure: the server and PostgreSQL stopped by
 mtc.stack, then every process of each namespace killed (``ip netns pids``), the namespaces
 deleted (their veths and bridges with them) and the cluster's folders removed.
@@ -111,18 +118,44 @@ def netns_pids(netns: str) -> list[int]:
     return [int(pid) for pid in done.stdout.split()] if done.returncode == 0 else []
 
 
-def kill_everything_in(netns: str, seconds: float = 20.0) -> int:
+def process_group(pid: int) -> int | None:
+    """The process group of ``pid``, or None if it is gone."""
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def reaped(pid: int) -> bool:
+    """Whether ``pid`` has ended and is no more, or is a zombie of this process (its Popen reaps
+    it). A killed process leaves its namespace at once (``ip netns pids`` lists it no more) but
+    its pid lives on as a zombie until its parent reaps it; an orphan's parent is PID 1, which
+    here reaps about once a second. PostgreSQL, started again on its folder meanwhile, sees the
+    pid of its lock file alive and refuses to start ("lock file postmaster.pid already exists")."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    return fields[0] in ("Z", "X") and int(fields[1]) == os.getpid()
+
+
+def kill_everything_in(netns: str, seconds: float = 20.0, spare: int | None = None) -> int:
     """SIGKILL every process of the namespace until none is left (a dying Ray node can still
-    fork); returns how many were killed."""
+    fork), but those of process group ``spare``, and wait until their pids are gone (reaped);
+    returns how many were killed."""
     killed: set[int] = set()
     deadline = time.monotonic() + seconds
-    while pids := netns_pids(netns):
+    while pids := [pid for pid in netns_pids(netns) if spare is None or process_group(pid) != spare]:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
         if time.monotonic() > deadline:
             raise RuntimeError(f"processes {pids} of namespace {netns} survive SIGKILL")
+        time.sleep(0.1)
+    while unreaped := [pid for pid in killed if not reaped(pid)]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {unreaped} of namespace {netns} were killed but not reaped")
         time.sleep(0.1)
     return len(killed)
 
@@ -330,11 +363,16 @@ class NetnsCluster:
         if done.returncode != 0:
             raise RuntimeError(f"the Ray cluster did not reach {count} nodes: {done.stderr.strip()[-2000:]}")
 
-    def lose(self, host: Host) -> int:
+    def lose(self, host: Host, cut: bool = True, spare: int | None = None) -> int:
         """The host is lost: its cables cut first (no goodbye packet leaves it), then every
-        process in its namespace killed; returns how many were killed."""
-        self.set_links(host, False)
-        killed = kill_everything_in(host.netns)
+        process in its namespace killed; returns how many were killed. With ``cut=False`` the
+        cables stay plugged (the host lives, its processes die: the others' packets to it are
+        refused, not lost); ``spare`` is a process group left alive (a driver started with
+        ``start_new_session``). The head's processes are its Ray node, the tracking server and
+        PostgreSQL (killed as by a power cut: the database recovers from its WAL on restart)."""
+        if cut:
+            self.set_links(host, False)
+        killed = kill_everything_in(host.netns, spare=spare)
         if host.ray_node is not None:
             host.ray_node.wait(timeout=10)
             host.ray_node = None
@@ -346,6 +384,44 @@ class NetnsCluster:
         self.start_node(host)
         self.wait_for_nodes(len(self.hosts))
 
+    def restore_head(self) -> None:
+        """The lost head back, as a host rebooted: its cables plugged, its Ray temp folder gone
+        (/tmp does not survive a reboot; kept, ``ray start --head`` would refuse to start: it
+        reads its last address there and sees it in use by the workers' raylets, which it finds
+        with ps, every host's processes being this machine's), PostgreSQL and the tracking
+        server started again by mtc.stack on the same folder (its database and artifacts kept),
+        then a new Ray head (a new cluster: the workers' raylets, if still up, belong to the
+        old one). The workers are not waited for: see restart_workers."""
+        from mtc.stack import server
+
+        self.set_links(self.head, True)
+        shutil.rmtree(self.ray_root / self.head.role, ignore_errors=True)
+        folder = Path(self.stack.dir)
+        try:
+            with entered(self.head.netns):
+                self.stack = server.start(folder, host=self.head.tracking_ip, port=SERVER_PORT, db_port=DB_PORT)
+        except RuntimeError as error:
+            log = (folder / "postgres.log").read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"the head's stack did not start again: {error}; end of postgres.log:\n{log}") from error
+        self.start_node(self.head)
+        self.wait_for_port(self.head, RAY_PORT)
+
+    def restart_workers(self) -> list[int | None]:
+        """What an operator does on each worker once its lost head is back: ``ray stop`` (every
+        process of the host ended, the trials its raylet still ran for the lost head's driver
+        with them), then ``ray start`` to the new head; returns each worker's Ray node's exit
+        code when it was stopped (None: it still ran; Ray's raylet gives up on a lost head by
+        itself, gcs_rpc_server_reconnect_timeout_s, 60 s by default)."""
+        codes = []
+        for worker in self.workers:
+            codes.append(None if worker.ray_node is None else worker.ray_node.poll())
+            kill_everything_in(worker.netns)
+            if worker.ray_node is not None:
+                worker.ray_node.wait(timeout=10)
+            self.start_node(worker)
+        self.wait_for_nodes(len(self.hosts))
+        return codes
+
     # clean-up
     def close(self) -> None:
         """Stop and remove everything this cluster made; every step runs even if one fails."""
@@ -353,10 +429,11 @@ class NetnsCluster:
         if self.stack is not None:
             from mtc.stack import server
 
-            try:
-                server.stop(Path(self.stack.dir))
-            except Exception as error:  # the namespace's processes are killed below anyway
-                errors.append(error)
+            if netns_pids(self.head.netns):  # else the head was lost and not restored: nothing of it runs
+                try:
+                    server.stop(Path(self.stack.dir))
+                except Exception as error:  # the namespace's processes are killed below anyway
+                    errors.append(error)
             self.stack = None
         for name in reversed(self.namespaces):
             try:

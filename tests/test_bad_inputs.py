@@ -104,6 +104,7 @@ CLI_CASES = [
     (["ray.num_cpus=1", "sweep.cpus_per_trial=2"], "error: sweep.cpus_per_trial=2 but ray.num_cpus=1: no trial "
                                                    "could start; set sweep.cpus_per_trial=1 or less"),
     (["ray.object_store_memory=1"], "error: ray.object_store_memory=1 is below Ray's minimum of 78643200 bytes"),
+    (["ray.head_lost_seconds=0"], "error: ray.head_lost_seconds must be a positive integer, got 0"),
     (["mlflow.experiment=''"], "error: mlflow.experiment must be a non-empty name, got ''"),
     (["mtc.run", "seed=abc"], "error: seed must be a non-negative integer, got 'abc'"),
     (["mtc.run", "seed=-1"], "error: seed must be a non-negative integer, got -1"),

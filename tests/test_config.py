@@ -154,7 +154,7 @@ def test_a_sweep_name_that_is_not_one_folder_is_refused(compose_config, name):
 
 def test_unknown_settings_are_refused_with_the_nearest_key(compose_config):
     with pytest.raises(ValueError, match=r"unknown setting 'ray.adress': did you mean ray.address=auto\? ray takes: "
-                                         r"address, num_cpus, object_store_memory"):
+                                         r"address, head_lost_seconds, num_cpus, object_store_memory"):
         settings(compose_config("+ray.adress=auto"))
     with pytest.raises(ValueError, match=r"unknown setting 'mlflow.experiments': did you mean mlflow.experiment=x\?"):
         settings(compose_config("+mlflow.experiments=x"))

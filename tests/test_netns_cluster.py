@@ -1,13 +1,16 @@
 """A study on three hosts in network namespaces (tests/netns_cluster.py: the head with the Ray
 head and the tracking server on PostgreSQL, two Ray workers), driven from the head by the
 command line, ``python -m mtc.reproduce``. Mid-study a worker host is lost (its cables cut, every
-process of it killed), and later the tracking server is cut off from the workers for 30 s; no
-result may be lost or written twice."""
+process of it killed), later the tracking server is cut off from the workers for 30 s, then the
+head is lost twice: its services under a driver that outlives them, and the whole host with
+the driver on it. No result may be lost or written twice. The tests that lose the head run last
+and leave the cluster whole (the head back, the workers restarted)."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +22,7 @@ import pytest
 
 from netns_cluster import PLUGIN, NetnsCluster, entered, in_netns, unavailable
 from mtc.store import tracking
+from mtc.sweep.head_watch import PROBE_SECONDS
 
 pytestmark = pytest.mark.slow
 
@@ -114,6 +118,19 @@ def tally(cluster: NetnsCluster, experiment: str) -> dict:
             "nodes": Counter(r.data.tags.get("mtc.node_id") for r in children if r.info.status == "FINISHED")}
 
 
+def whole(cluster: NetnsCluster) -> None:
+    """Every host up (a worker host lost by an earlier test revived, a head lost by a test that
+    failed before bringing it back restored), no fit marker left."""
+    if cluster.head.ray_node is None:
+        cluster.restore_head()
+        cluster.restart_workers()
+    for host in cluster.workers:
+        if host.ray_node is None:
+            cluster.revive(host)
+    for marker in cluster.markers.iterdir():
+        marker.unlink()
+
+
 def fits(cluster: NetnsCluster) -> tuple[Counter, int]:
     """(running fits per network namespace inode, finished fits), from the slow toy's markers."""
     running, done = Counter(), 0
@@ -206,10 +223,7 @@ def test_a_study_keeps_every_result_when_the_tracking_server_is_cut_off_from_the
     (The head's tracking link unplugged instead, ``cluster.tracking_cut()``, loses the requests
     too, which the workers see the same way; run as a second case of this test on 2026-11-28,
     every trial once, it was left out to keep the module near 3 minutes.)"""
-    if any(host.ray_node is None for host in cluster.workers):  # the worker host lost by the test above
-        cluster.revive(next(host for host in cluster.workers if host.ray_node is None))
-    for marker in cluster.markers.iterdir():
-        marker.unlink()
+    whole(cluster)
     experiment = "tracking-cut"
     args = study_args(cluster, tmp_path, experiment)
     expected = planned(args, monkeypatch)
@@ -251,3 +265,135 @@ def test_a_study_keeps_every_result_when_the_tracking_server_is_cut_off_from_the
     assert found["parents"] == {"FINISHED": 4}
     if sum(batches.values()) <= len(expected):  # timing: no batch was served unanswered
         warnings.warn("the cut lost no answer to a batch of runs: nothing was sent twice this time")
+
+
+# The head lost. Both tests below lose the head mid-study, as a fit runs on a worker and some are
+# done, bring it back as an operator would (mtc.stack started again on its folder, a new Ray head,
+# ray stop and ray start on each worker: NetnsCluster.restore_head, restart_workers), then run
+# the same command again. They run last in the module and leave the cluster whole.
+
+def lose_head_mid_study(cluster: NetnsCluster, tmp_path: Path, args: list[str], experiment: str,
+                        driver_survives: bool) -> dict:
+    """Start the study, lose the head as a fit runs on a worker (4 fits done), wait for the
+    driver to end (300 s at most), bring the head and the workers back; returns what was seen."""
+    started = time.monotonic()
+    driver = start_study(cluster, tmp_path, args, "study")
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and driver.poll() is None and (fits(cluster)[1] < 4
+                                                                     or not sum(fits(cluster)[0].values())):
+        time.sleep(0.2)
+    assert driver.poll() is None, (tmp_path / "study.err").read_text()[-3000:]
+    seen = {"into": time.monotonic() - started, "fits": fits(cluster), "before": finished_runs(cluster, experiment)}
+    lost_at = time.monotonic()
+    seen["killed"] = cluster.lose(cluster.head, cut=not driver_survives,
+                                  spare=driver.pid if driver_survives else None)
+    try:
+        seen["code"] = driver.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        raise AssertionError(f"the driver was still running 300 s after its head was lost: "
+                             f"{(tmp_path / 'study.err').read_text()[-3000:]}") from None
+    seen["ended_after"] = time.monotonic() - lost_at
+    seen["err"] = (tmp_path / "study.err").read_text()
+    cluster.restore_head()
+    seen["head_back"] = finished_runs(cluster, experiment)  # the store as the head left it
+    seen["parents_left"] = dict(tally(cluster, experiment)["parents"])
+    seen["workers_were"] = cluster.restart_workers()
+    seen["kept"] = finished_runs(cluster, experiment)  # the workers' orphaned trials, if any, wrote theirs
+    return seen
+
+
+def finished_runs(cluster: NetnsCluster, experiment: str) -> dict[str, tuple[str, str]]:
+    """{run id: (sweep key, trial key)} of the experiment's FINISHED child runs."""
+    parents, children, _ = stored(cluster, experiment)
+    sweep_of = {p.info.run_id: p.data.tags[tracking.SWEEP_KEY_TAG] for p in parents}
+    return {r.info.run_id: (sweep_of.get(r.data.tags[tracking.PARENT_TAG]), r.data.tags[tracking.TRIAL_KEY_TAG])
+            for r in children if r.info.status == "FINISHED"}
+
+
+def resume(cluster: NetnsCluster, tmp_path: Path, args: list[str]) -> subprocess.CompletedProcess:
+    """The same command again, on the head."""
+    return subprocess.run(in_netns(cluster.head, sys.executable, "-m", "mtc.reproduce", *args), cwd=tmp_path,
+                          env=cluster.env, capture_output=True, text=True, timeout=300)
+
+
+def tuned(err: str) -> int | None:
+    """How many trials the command's Ray Tune run had (its progress line's total), or None."""
+    found = re.search(r"\| *\d+/(\d+) \[", err)
+    return int(found.group(1)) if found else None
+
+
+def check_resumed(cluster: NetnsCluster, experiment: str, expected: set, seen: dict,
+                  again: subprocess.CompletedProcess, what: str) -> None:
+    """The same command finished the study: every planned trial has one FINISHED run, the runs
+    FINISHED before it kept (the same run ids), only the others run again. Prints the figures
+    first."""
+    found = tally(cluster, experiment)
+    after = finished_runs(cluster, experiment)
+    print(f"\n{what} {seen['into']:.1f} s into the study ({seen['killed']} processes killed, fits running "
+          f"{sum(seen['fits'][0].values())}, done {seen['fits'][1]}, FINISHED runs {len(seen['before'])}); the "
+          f"driver ended {seen['ended_after']:.1f} s later with exit {seen['code']}; the workers' Ray nodes' exit "
+          f"codes when restarted {seen['workers_were']} (None: still running); FINISHED runs when the head was back "
+          f"{len(seen['head_back'])} (parents {seen['parents_left']}), when the workers were {len(seen['kept'])}; "
+          f"the same command: exit "
+          f"{again.returncode}, {tuned(again.stderr)} trials run; planned {len(expected)}, FINISHED runs "
+          f"{sum(found['finished'].values())} for {len(found['finished'])} trials, child statuses "
+          f"{dict(found['statuses'])}, deleted {found['deleted']}, parents {dict(found['parents'])}")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert found["finished"] == Counter(dict.fromkeys(expected, 1))  # every planned trial once, nothing else
+    assert found["statuses"] == {"FINISHED": len(expected)}  # none RUNNING, none FAILED
+    assert found["parents"] == {"FINISHED": 4}  # the sweeps' parent runs resumed, none created anew
+    assert seen["before"].keys() <= seen["kept"].keys() <= after.keys()  # what had finished is kept as it is
+    assert tuned(again.stderr) == len(expected) - len(seen["kept"]), again.stderr[-3000:]  # only the rest ran
+
+
+def test_a_study_resumes_without_a_duplicate_after_its_head_host_is_lost(cluster, tmp_path, monkeypatch):
+    """The head host lost mid-study: its cables cut, then every process of it killed (the Ray
+    head, the tracking server, PostgreSQL, and the driver, which runs there as docs/cluster.md
+    has it: the study stops with no line, its runs left as they were, parents RUNNING). The
+    head back (NetnsCluster.restore_head: mtc.stack on the same folder, a new Ray head) and the
+    workers restarted, the same command resumes: the runs FINISHED before are kept, the
+    workers' trials orphaned by the loss may have written theirs meanwhile, and only the
+    trials without a FINISHED run run again, each planned trial ending with one."""
+    whole(cluster)
+    experiment = "lost-head"
+    args = study_args(cluster, tmp_path, experiment)
+    expected = planned(args, monkeypatch)
+    seen = lose_head_mid_study(cluster, tmp_path, args, experiment, driver_survives=False)
+    again = resume(cluster, tmp_path, args)
+    check_resumed(cluster, experiment, expected, seen, again, "lost the head host")
+    assert seen["code"] == -signal.SIGKILL  # the driver died with its host
+
+
+HEAD_LOST_SECONDS = 10  # ray.head_lost_seconds of the test below (30 by default)
+
+
+def test_a_study_stops_when_its_head_is_lost_under_a_live_driver_and_resumes_without_a_duplicate(
+        cluster, tmp_path, monkeypatch):
+    """The head's services lost mid-study under a driver that outlives them: every process of
+    the head but the driver killed (the Ray head, the tracking server, PostgreSQL), its cables
+    left plugged. This stands for a driver on a host of its own (docker compose's driver,
+    docs/cluster.md) whose head is lost, which this cluster cannot run: every host's raylet is
+    this machine's, and ``ray.init`` joins the head's when it sees several
+    (get_node_to_connect_for_driver), so a driver in a worker's namespace joins the head's
+    raylet by its Unix socket and its trials never get their parameters from the object
+    store (tried on 2026-11-28). The driver watches its head (mtc.sweep.head_watch): it stops
+    with one line of its own, exit 1, no traceback, ray.head_lost_seconds after the loss (before
+    Ray's core worker would end it with Ray's line, "Failed to connect to GCS within 60
+    seconds"), and the same command, once the head is back, resumes the study with no
+    duplicate."""
+    whole(cluster)
+    experiment = "lost-head-services"
+    args = [*study_args(cluster, tmp_path, experiment), f"ray.head_lost_seconds={HEAD_LOST_SECONDS}"]
+    expected = planned(args, monkeypatch)
+    seen = lose_head_mid_study(cluster, tmp_path, args, experiment, driver_survives=True)
+    err = seen["err"]
+    last = (err.strip().splitlines() or [""])[-1]
+    print(f"\nthe driver's last line: {last[-400:]}")
+    again = resume(cluster, tmp_path, args)
+    check_resumed(cluster, experiment, expected, seen, again, "lost the head's services")
+    assert seen["code"] == 1 and "Traceback" not in err, err[-3000:]
+    assert last.startswith("error: the Ray head at ") and "run the same command to resume" in last, err[-3000:]
+    # mtc's watch (its last answer up to a probe before the loss), not Ray's 60 s
+    assert HEAD_LOST_SECONDS - 2 * PROBE_SECONDS <= seen["ended_after"] < 60, seen["ended_after"]

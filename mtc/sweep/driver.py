@@ -57,6 +57,7 @@ from mtc.store import locks, preflight, run_writer, tracking
 from mtc.store.disk import full_disk, full_folders
 from mtc.store.preflight import UnreachableError
 from mtc.store.locks import end_processes
+from mtc.sweep.head_watch import watching_head
 from mtc.sweep.stopping import (
     SweepIncomplete,
     SweepInterrupted,
@@ -511,7 +512,9 @@ def ray_session(run: Settings, worker_env: dict, keep: bool = False):
     the signal is raised once Ray is up, or stopped), and Ray keeps the driver's signal
     handlers (ray_keeps_our_signal_handlers): ``ray.init`` sets a SIGTERM handler that exits
     at once and its core worker Abseil's, which prints a stack dump; a signal while ``ray.init``
-    ran left Ray's agents running, aborted the driver (exit 134) or crashed it (exit 139)."""
+    ran left Ray's agents running, aborted the driver (exit 134) or crashed it (exit 139).
+    A joined cluster's head is watched (mtc.sweep.head_watch): lost, the driver ends with
+    one line."""
     import ray
 
     stack = contextlib.ExitStack()
@@ -530,6 +533,9 @@ def ray_session(run: Settings, worker_env: dict, keep: bool = False):
                                  logging_level="ERROR")
                     except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
                         raise UnreachableError(join_error(run.ray.address, error)) from None
+                    if not run.ray.address.startswith("ray://"):  # a Ray Client's driver runs on the head
+                        stack.enter_context(watching_head(ray.get_runtime_context().gcs_address,
+                                                          run.ray.head_lost_seconds))
             cpus = int(ray.cluster_resources().get("CPU", 1))
         yield cpus
     except BaseException as error:

@@ -103,3 +103,11 @@ class ProgressLine(Callback):
         if self.bar is not None:
             with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
                 self.bar.close()
+
+
+def end_open_lines() -> None:
+    """End every progress line still drawn (the driver ends from another thread: its next line
+    must start a line of its own)."""
+    for bar in list(getattr(tqdm, "_instances", ())):  # tqdm makes the set with its first bar
+        with contextlib.suppress(Exception):  # drawn by the main thread meanwhile, or the terminal gone
+            bar.close()
