@@ -17,10 +17,9 @@ picks the head among the raylets it sees), so it must sit on a host of the Ray n
 the root namespace gets no address there. The test's own calls (the MLflow client, psycopg2)
 run in the head's namespace through ``entered(name)``, which moves the calling thread only.
 
-A host is lost with ``lose`` (its cables cut, every process of it killed; or only its
-processes, ``cut=False``, one process group spared: a driver that outlives its head's
-services). A lost worker comes back with ``revive``; a lost head with ``restore_head`` (its Ray
-temp folder gone as a rebooted host's /tmp, PostgreSQL and the tracking server started again on
+A host is lost with ``lose`` (its cables cut, every process of it killed, one process group
+spared if asked: a driver that outlives its head). A lost worker comes back with ``revive``; a
+lost head with ``restore_head`` (its Ray temp folder gone as a rebooted host's /tmp, PostgreSQL and the tracking server started again on
 the same folder, a new Ray head), then ``restart_workers`` (on each worker what an operator
 does once the head is back: ``ray stop``, ``ray start``).
 
@@ -363,15 +362,14 @@ class NetnsCluster:
         if done.returncode != 0:
             raise RuntimeError(f"the Ray cluster did not reach {count} nodes: {done.stderr.strip()[-2000:]}")
 
-    def lose(self, host: Host, cut: bool = True, spare: int | None = None) -> int:
+    def lose(self, host: Host, spare: int | None = None) -> int:
         """The host is lost: its cables cut first (no goodbye packet leaves it), then every
-        process in its namespace killed; returns how many were killed. With ``cut=False`` the
-        cables stay plugged (the host lives, its processes die: the others' packets to it are
-        refused, not lost); ``spare`` is a process group left alive (a driver started with
-        ``start_new_session``). The head's processes are its Ray node, the tracking server and
-        PostgreSQL (killed as by a power cut: the database recovers from its WAL on restart)."""
-        if cut:
-            self.set_links(host, False)
+        process in its namespace killed but those of process group ``spare`` (a driver started
+        with ``start_new_session`` that outlives its host, standing for one on another host);
+        returns how many were killed. The head's processes are its Ray node, the tracking
+        server and PostgreSQL (killed as by a power cut: the database recovers from its WAL on
+        restart)."""
+        self.set_links(host, False)
         killed = kill_everything_in(host.netns, spare=spare)
         if host.ray_node is not None:
             host.ray_node.wait(timeout=10)

@@ -2,9 +2,9 @@
 head and the tracking server on PostgreSQL, two Ray workers), driven from the head by the
 command line, ``python -m mtc.reproduce``. Mid-study a worker host is lost (its cables cut, every
 process of it killed), later the tracking server is cut off from the workers for 30 s, then the
-head is lost twice: its services under a driver that outlives them, and the whole host with
-the driver on it. No result may be lost or written twice. The tests that lose the head run last
-and leave the cluster whole (the head back, the workers restarted)."""
+head host is lost under a driver that outlives it. No result may be lost or written twice. The
+test that loses the head runs last and leaves the cluster whole (the head back, the workers
+restarted)."""
 
 from __future__ import annotations
 
@@ -267,15 +267,15 @@ def test_a_study_keeps_every_result_when_the_tracking_server_is_cut_off_from_the
         warnings.warn("the cut lost no answer to a batch of runs: nothing was sent twice this time")
 
 
-# The head lost. Both tests below lose the head mid-study, as a fit runs on a worker and some are
-# done, bring it back as an operator would (mtc.stack started again on its folder, a new Ray head,
-# ray stop and ray start on each worker: NetnsCluster.restore_head, restart_workers), then run
-# the same command again. They run last in the module and leave the cluster whole.
+# The head lost. The last test loses the head mid-study, as a fit runs on a worker and some are
+# done, brings it back as an operator would (mtc.stack started again on its folder, a new Ray head,
+# ray stop and ray start on each worker: NetnsCluster.restore_head, restart_workers), then runs
+# the same command again. It runs last in the module and leaves the cluster whole.
 
-def lose_head_mid_study(cluster: NetnsCluster, tmp_path: Path, args: list[str], experiment: str,
-                        driver_survives: bool) -> dict:
-    """Start the study, lose the head as a fit runs on a worker (4 fits done), wait for the
-    driver to end (300 s at most), bring the head and the workers back; returns what was seen."""
+def lose_head_mid_study(cluster: NetnsCluster, tmp_path: Path, args: list[str], experiment: str) -> dict:
+    """Start the study, lose the head host but the driver as a fit runs on a worker (4 fits
+    done), wait for the driver to end (300 s at most), bring the head and the workers back;
+    returns what was seen."""
     started = time.monotonic()
     driver = start_study(cluster, tmp_path, args, "study")
     deadline = time.monotonic() + 240
@@ -285,8 +285,7 @@ def lose_head_mid_study(cluster: NetnsCluster, tmp_path: Path, args: list[str], 
     assert driver.poll() is None, (tmp_path / "study.err").read_text()[-3000:]
     seen = {"into": time.monotonic() - started, "fits": fits(cluster), "before": finished_runs(cluster, experiment)}
     lost_at = time.monotonic()
-    seen["killed"] = cluster.lose(cluster.head, cut=not driver_survives,
-                                  spare=driver.pid if driver_survives else None)
+    seen["killed"] = cluster.lose(cluster.head, spare=driver.pid)
     try:
         seen["code"] = driver.wait(timeout=300)
     except subprocess.TimeoutExpired:
@@ -348,51 +347,42 @@ def check_resumed(cluster: NetnsCluster, experiment: str, expected: set, seen: d
     assert tuned(again.stderr) == len(expected) - len(seen["kept"]), again.stderr[-3000:]  # only the rest ran
 
 
-def test_a_study_resumes_without_a_duplicate_after_its_head_host_is_lost(cluster, tmp_path, monkeypatch):
-    """The head host lost mid-study: its cables cut, then every process of it killed (the Ray
-    head, the tracking server, PostgreSQL, and the driver, which runs there as docs/cluster.md
-    has it: the study stops with no line, its runs left as they were, parents RUNNING). The
-    head back (NetnsCluster.restore_head: mtc.stack on the same folder, a new Ray head) and the
-    workers restarted, the same command resumes: the runs FINISHED before are kept, the
-    workers' trials orphaned by the loss may have written theirs meanwhile, and only the
-    trials without a FINISHED run run again, each planned trial ending with one."""
-    whole(cluster)
-    experiment = "lost-head"
-    args = study_args(cluster, tmp_path, experiment)
-    expected = planned(args, monkeypatch)
-    seen = lose_head_mid_study(cluster, tmp_path, args, experiment, driver_survives=False)
-    again = resume(cluster, tmp_path, args)
-    check_resumed(cluster, experiment, expected, seen, again, "lost the head host")
-    assert seen["code"] == -signal.SIGKILL  # the driver died with its host
-
-
 HEAD_LOST_SECONDS = 10  # ray.head_lost_seconds of the test below (30 by default)
 
 
-def test_a_study_stops_when_its_head_is_lost_under_a_live_driver_and_resumes_without_a_duplicate(
+def test_a_study_stops_in_one_line_when_its_head_host_is_lost_and_resumes_without_a_duplicate(
         cluster, tmp_path, monkeypatch):
-    """The head's services lost mid-study under a driver that outlives them: every process of
-    the head but the driver killed (the Ray head, the tracking server, PostgreSQL), its cables
-    left plugged. This stands for a driver on a host of its own (docker compose's driver,
-    docs/cluster.md) whose head is lost, which this cluster cannot run: every host's raylet is
-    this machine's, and ``ray.init`` joins the head's when it sees several
-    (get_node_to_connect_for_driver), so a driver in a worker's namespace joins the head's
-    raylet by its Unix socket and its trials never get their parameters from the object
-    store (tried on 2026-11-28). The driver watches its head (mtc.sweep.head_watch): it stops
-    with one line of its own, exit 1, no traceback, ray.head_lost_seconds after the loss (before
-    Ray's core worker would end it with Ray's line, "Failed to connect to GCS within 60
-    seconds"), and the same command, once the head is back, resumes the study with no
-    duplicate."""
+    """The head host lost mid-study under a driver that outlives it: the head's cables cut, then
+    every process of it killed (the Ray head, the tracking server, PostgreSQL) but the driver.
+    This stands for a driver on a host of its own (docker compose's driver, docs/cluster.md)
+    whose head is lost, which this cluster cannot run: every host's raylet is this machine's,
+    and ``ray.init`` joins the head's when it sees several (get_node_to_connect_for_driver), so
+    a driver in a worker's namespace joins the head's raylet by its Unix socket and its trials
+    never get their parameters from the object store (tried on 2026-11-28). The driver watches
+    its head (mtc.sweep.head_watch): it stops with one line of its own, exit 1, no traceback,
+    ray.head_lost_seconds after the loss (before Ray's core worker would end it with Ray's line,
+    "Failed to connect to GCS within 60 seconds"); the head back and the workers restarted, the
+    same command resumes the study: the runs FINISHED before are kept, the workers' trials
+    orphaned by the loss may have written theirs meanwhile, and only the trials without a
+    FINISHED run run again, each planned trial ending with one.
+
+    A driver on the head dies with it (``lose(head)`` without ``spare``: the study stops with no
+    line, its runs left as they were, parents RUNNING) and leaves the same store behind; run as
+    a second test on 2026-11-29 ("lost the head host 16.5 s into the study (22 processes killed,
+    fits running 2, done 4, FINISHED runs 2); the driver ended 1.2 s later with exit -9; ... the
+    same command: exit 0, 15 trials run; planned 18, FINISHED runs 18 for 18 trials, child
+    statuses {'FINISHED': 18}, deleted 0, parents {'FINISHED': 4}"), it was left out to keep the
+    module near 3 minutes."""
     whole(cluster)
-    experiment = "lost-head-services"
+    experiment = "lost-head"
     args = [*study_args(cluster, tmp_path, experiment), f"ray.head_lost_seconds={HEAD_LOST_SECONDS}"]
     expected = planned(args, monkeypatch)
-    seen = lose_head_mid_study(cluster, tmp_path, args, experiment, driver_survives=True)
+    seen = lose_head_mid_study(cluster, tmp_path, args, experiment)
     err = seen["err"]
     last = (err.strip().splitlines() or [""])[-1]
     print(f"\nthe driver's last line: {last[-400:]}")
     again = resume(cluster, tmp_path, args)
-    check_resumed(cluster, experiment, expected, seen, again, "lost the head's services")
+    check_resumed(cluster, experiment, expected, seen, again, "lost the head host")
     assert seen["code"] == 1 and "Traceback" not in err, err[-3000:]
     assert last.startswith("error: the Ray head at ") and "run the same command to resume" in last, err[-3000:]
     # mtc's watch (its last answer up to a probe before the loss), not Ray's 60 s
