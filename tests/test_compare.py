@@ -31,7 +31,7 @@ from mtc.results.compare import (
 from mtc.results.reading import Sweep, newest_per_pair
 from mtc.results.report import PointSummary
 from mtc.store import tracking
-from mtc.sweep.driver import run_sweep
+from mtc.sweep.driver import run_sweep, stop_kept_ray
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +46,15 @@ def store(tmp_path_factory):
     """An MLflow SQLite store holding three finished sweeps on the same benchmark."""
     tmp = tmp_path_factory.mktemp("compare")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    for method, overrides in METHODS.items():
-        run_sweep(settings(compose_config([
-            f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_root={tmp / 'artifacts'}",
-            "ray.num_cpus=2", "sweep.verbose=0", "data=synthetic", "data.params.samples_per_cluster=10",
-            "data.params.separation=0.7", f"sweep.repeats={REPEATS}", f"method={method}", *overrides])))
+    try:
+        for method, overrides in METHODS.items():  # on one local Ray, kept between the sweeps
+            run_sweep(settings(compose_config([
+                f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_root={tmp / 'artifacts'}",
+                "ray.num_cpus=2", "sweep.verbose=0", "data=synthetic", "data.params.samples_per_cluster=10",
+                "data.params.separation=0.7", f"sweep.repeats={REPEATS}", f"method={method}", *overrides])),
+                keep_ray=True)
+    finally:
+        stop_kept_ray()
     return tmp, uri
 
 
@@ -346,13 +350,16 @@ def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
     sweeps ``<data>-n<n1>``, ``<data>-n<n2>``; a method short of a size is left out, said so."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     results = {}
-    for method, sizes in {"kmeans": (10, 20), "snmf": (10,)}.items():
-        for size in sizes:
-            results[method, size] = run_sweep(settings(compose_config([
-                f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", "ray.num_cpus=2",
-                f"mlflow.artifact_root={tmp_path / 'artifacts'}", "sweep.verbose=0", "data=synthetic",
-                "+data.draw=per_seed", f"data.params.samples_per_cluster={size}", "sweep.repeats=3",
-                f"method={method}", f"sweep.name={method}-synthetic-n{size}"])))
+    try:
+        for method, sizes in {"kmeans": (10, 20), "snmf": (10,)}.items():
+            for size in sizes:
+                results[method, size] = run_sweep(settings(compose_config([
+                    f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", "ray.num_cpus=2",
+                    f"mlflow.artifact_root={tmp_path / 'artifacts'}", "sweep.verbose=0", "data=synthetic",
+                    "+data.draw=per_seed", f"data.params.samples_per_cluster={size}", "sweep.repeats=3",
+                    f"method={method}", f"sweep.name={method}-synthetic-n{size}"])), keep_ray=True)
+    finally:
+        stop_kept_ray()
     result = compare(uri, "mtc", tmp_path / "out", benchmarks=["synthetic@10+20"], log=False)
     (sweep,) = result["comparison"].sweeps
     assert (sweep.benchmark, sweep.method) == ("synthetic@10+20", "kmeans")

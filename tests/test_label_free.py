@@ -22,7 +22,7 @@ from mtc.metrics import METRIC_NAMES
 from mtc.results.compare import compare, main
 from mtc.results.report import NO_LABELS, SELECTIONS
 from mtc.store import tracking
-from mtc.sweep.driver import run_sweep
+from mtc.sweep.driver import run_sweep, stop_kept_ray
 from mtc.tasks import MultiTaskDataset, Task, cluster_names
 
 METHODS = {"kmeans": [], "kkm": ["method.grid.kernel_width=[0.5,2.0]"], "snmf": []}
@@ -61,11 +61,14 @@ def swept(wine):
     tmp, _ = wine
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     paths = ",".join(str(tmp / f"{name}.csv") for name in TASKS)
-    results = {method: run_sweep(settings(compose_config([
-        f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_root={tmp / 'artifacts'}",
-        "ray.num_cpus=2", "sweep.verbose=0", f"sweep.repeats={REPEATS}", f"method={method}", "data=files",
-        "data.name=wine", f"data.params.paths=[{paths}]", "data.params.n_clusters=3", *overrides])))
-        for method, overrides in METHODS.items()}
+    try:  # the sweeps on one local Ray, kept between them
+        results = {method: run_sweep(settings(compose_config([
+            f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_root={tmp / 'artifacts'}",
+            "ray.num_cpus=2", "sweep.verbose=0", f"sweep.repeats={REPEATS}", f"method={method}", "data=files",
+            "data.name=wine", f"data.params.paths=[{paths}]", "data.params.n_clusters=3", *overrides])), keep_ray=True)
+            for method, overrides in METHODS.items()}
+    finally:
+        stop_kept_ray()
     return tmp, uri, results, tracking.client_for(uri)
 
 
