@@ -164,6 +164,9 @@ CLI_CASES = [
      f"error: {TMP}/one.csv: task 'one' has 1 samples, fewer than its 2 clusters"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/t1.csv]",
       "data.params.label_column=label"], f"error: {TMP}/t1.csv: listed twice in data.params.paths: each file or folder is one task, list it once"),
+    (["method=mtcmrl", "data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/huge.csv]",
+      "data.params.label_column=label", "data.params.scale=none"],
+     "error: sweep mtcmrl-mine: task 1's largest |x| is 5e+30 and task 0's 6, 8.3e+29 times apart (more than 1e+08)"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/docs]", "data.params.n_clusters=2"],
      f"error: {TMP}/docs: document 'b.png' is binary (a NUL byte at offset 8), not a text document"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/pipe.csv]", "data.params.label_column=label"],
@@ -305,6 +308,7 @@ def prepare(tmp: Path, ray_address: str) -> None:
     (tmp / "empty.csv").write_text("a,b,label\n")  # a header, no rows
     (tmp / "one.csv").write_text("a,b\n1,2\n")  # one sample for two clusters
     (tmp / "dup.csv").write_text("a,a,label\n1,2,x\n3,4,y\n")  # a column name twice
+    (tmp / "huge.csv").write_text("a,b,label\n1e30,2e30,x\n3e30,4e30,y\n5e30,1e30,x\n")  # t1.csv's task times 1e30
     (tmp / "docs").mkdir()  # a folder of text documents with an image among them
     (tmp / "docs" / "a.txt").write_text("apples and pears")
     (tmp / "docs" / "b.png").write_bytes(PNG)

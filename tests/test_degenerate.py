@@ -13,7 +13,7 @@ from sklearn.datasets import make_blobs
 from mtc.config import method_configs
 from mtc.data.scaling import SCALES
 from mtc.errors import InputError
-from mtc.methods.base import PooledClusterer
+from mtc.methods.base import PerTaskClusterer, PooledClusterer
 from mtc.methods.validation import DegenerateFitWarning, degenerate_tasks
 from mtc.results.report import (TrialRecord, best_point, degenerate_note, grid_csv, label_free_table, report_markdown,
                                 summarize, why_no_point, with_stability)
@@ -85,6 +85,33 @@ def test_tiny_values_are_refused_in_one_line(name, scale):
         METHODS[name](n_clusters=3, random_state=0).fit([X * scale, X])
     named = re.findall(r"data\.params\.scale=(\w+)", str(refused.value))
     assert set(named) <= set(SCALES)  # the scale it names is one that exists
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_tasks_on_scales_too_far_apart_are_refused_by_a_solver_that_relates_them(name):
+    """One task around 1e30, one around 1: a solver that relates the tasks saw the second as
+    zeros and put it in one cluster with converged_=True (about 15 solvers); it now refuses the
+    data in one line naming both tasks and the fix. A per-task solver clusters each task on its
+    own and takes it. Tasks 1e6 apart are taken by every solver (fitted; whether a task collapses
+    then is the geometry of one feature space, not float64's precision: A-kmeans, LSSMTC and
+    MBC put the smaller task into one cluster from 100 apart on these tasks, flagged degenerate)."""
+    X, _ = planted_and_identical()
+    solver = METHODS[name]
+    if solver.relates_tasks:
+        with pytest.raises(InputError, match=r"^task 1's largest \|x\| is 1.02e\+31 and task 0's 10.2, 1e\+30 times "
+                                             r"apart \(more than 1e\+08\): .*scale_fit=per_task for files\)$"):
+            solver(n_clusters=3, random_state=0).fit([X, X * 1e30])
+    else:
+        assert not solver(n_clusters=3, random_state=0).fit([X, X * 1e30]).degenerate_.any()
+    fitted = solver(n_clusters=3, random_state=0).fit([X * 1e6, X])
+    assert fitted.degenerate_.shape == (2,)
+
+
+def test_only_the_per_task_solvers_leave_tasks_unrelated():
+    unrelated = {name for name, solver in METHODS.items() if not solver.relates_tasks}
+    assert unrelated == {name for name, solver in METHODS.items()
+                         if issubclass(solver, PerTaskClusterer) and not issubclass(solver, PooledClusterer)}
+    assert {"kmeans", "snmf", "ncut"} <= unrelated and not unrelated & {"a_kmeans", "mtcmrl", "lssmtc", "smkc"}
 
 
 def record(point, seed, silhouette, objective, degenerate, labels=None):

@@ -17,8 +17,8 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.memory import Shapes, check_fit_memory
-from mtc.methods.validation import (check_input_needs, check_n_clusters, check_objective_finite, check_tasks, degenerate_tasks,
-                                   warn_degenerate)
+from mtc.methods.validation import (check_input_needs, check_n_clusters, check_objective_finite, check_task_scales,
+                                   check_tasks, degenerate_tasks, warn_degenerate)
 from mtc.numerics.affinity import AFFINITIES
 from mtc.numerics.convergence import STOPPING_RULES, SingleFit, summed_traces
 from mtc.numerics.snmf import UPDATE_RULES
@@ -57,11 +57,16 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
     # Why the solver needs the same number of clusters in every task ("" if it does not): said in
     # the InputError that fit raises, and that a sweep raises on its data before it runs.
     equal_clusters_reason = ""
+    # Whether the solver relates the tasks (shared centroids or features, cross-task terms, one pooled
+    # problem): tasks on scales too far apart are then refused (check_task_scales).
+    relates_tasks = True
 
     def fit(self, tasks, y=None):
         """Fit on a list of task matrices (rows = samples, one shared feature space)."""
         self._validate_params()
         matrices = check_tasks(tasks)
+        if self.relates_tasks:
+            check_task_scales(matrices)
         check_input_needs(type(self), matrices)
         n_clusters = check_n_clusters(self.n_clusters, matrices, type(self).__name__, self.equal_clusters_reason)
         check_fit_memory(self, Shapes.of(matrices, n_clusters))  # refused in one line before it allocates
@@ -88,6 +93,8 @@ class PerTaskClusterer(MultiTaskClusterer):
     ``objective_trace_`` is the sum over tasks, each task's trace held at its final value
     after it stopped; ``task_objective_traces_`` keeps them apart.
     """
+
+    relates_tasks = False
 
     def _fit(self, matrices, n_clusters, rng):
         self._store([self._fit_one(X, k, rng) for X, k in zip(matrices, n_clusters)])
@@ -121,6 +128,8 @@ POOLED_ATTRIBUTES = """
 class PooledClusterer(PerTaskClusterer):
     """The "all-task" variant (A-kmeans, A-NMF, A-Ncut): cluster the union of all tasks
     into max_t k_t clusters, then score each task on its own rows."""
+
+    relates_tasks = True  # one problem over every task's rows
 
     def _fit(self, matrices, n_clusters, rng):
         fit = self._fit_one(stack_rows(matrices), max(n_clusters), rng)

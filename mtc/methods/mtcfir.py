@@ -18,7 +18,6 @@ import math
 from numbers import Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 from sklearn.utils._param_validation import Interval
 

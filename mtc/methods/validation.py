@@ -15,6 +15,10 @@ MAX_ABS_VALUE = 1e100  # squares and inner products of larger values overflow fl
 # A task whose largest |x| is below this underflows in the solvers' products of products (X X^T X ~ 1e-150,
 # squared reconstructions ~ 1e-100 and their eps guards of 1e-10 to 1e-16 swamp them): every sample looks alike.
 MIN_ABS_VALUE = 1e-50
+# Tasks whose largest |x| differ by more than this cannot be related in one feature space: the smaller
+# task's squared terms (ratio^2 times smaller) fall below float64's precision (2.2e-16) beside the larger
+# task's in every shared sum, and it collapses into one cluster. 1e8 = about 1/sqrt(eps).
+MAX_TASK_SCALE_RATIO = 1e8
 OBJECTIVE_LIMIT = 1e300  # an objective this large is one product away from overflow: its iterates are not to be trusted
 
 
@@ -57,6 +61,20 @@ def check_tasks(tasks, *, accept_sparse: bool = True) -> list:
     if len(set(dims)) != 1:
         raise InputError(f"ragged feature dimensions across tasks: {dims}")
     return checked
+
+
+def check_task_scales(matrices: list) -> None:
+    """One InputError when the tasks' largest |x| differ by more than MAX_TASK_SCALE_RATIO: a
+    solver that relates tasks (shared centroids, cross-task similarities, one pooled problem)
+    then sees the smaller task as zeros, and clusters it into one cluster with converged_=True."""
+    largest = [float(np.abs(X.data if sp.issparse(X) else X).max()) for X in matrices]
+    big, small = int(np.argmax(largest)), int(np.argmin(largest))
+    if largest[big] > MAX_TASK_SCALE_RATIO * largest[small]:
+        raise InputError(f"task {big}'s largest |x| is {largest[big]:.3g} and task {small}'s {largest[small]:.3g}, "
+                         f"{largest[big] / largest[small]:.2g} times apart (more than {MAX_TASK_SCALE_RATIO:.0e}): "
+                         f"in one feature space the smaller task's terms fall below float64's precision beside the "
+                         f"larger's and it collapses into one cluster; rescale each task on its own (divide it by "
+                         f"its largest entry, or data.params.scale_fit=per_task for files)")
 
 
 # What a solver's derivation may need of its input (MultiTaskClusterer.input_needs): the test a

@@ -43,7 +43,7 @@ from mtc.config import (
 )
 from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
-from mtc.methods.validation import check_equal_clusters, check_input_needs
+from mtc.methods.validation import check_equal_clusters, check_input_needs, check_task_scales
 from mtc.numerics.cache import Cache
 from mtc.results.reading import chosen_points, point_summaries, records_of
 from mtc.results.report import (
@@ -154,7 +154,8 @@ def check_memory(run: Settings, datasets: dict) -> None:
 def check_plan(plan: SweepPlan) -> None:
     """What a sweep that will run must pass before Ray starts: its data loads (every task
     clusterable), its method takes the data's cluster counts (a solver that shares its cluster
-    columns across tasks needs equal ones), its input needs (mtc.methods.validation.check_input_needs)
+    columns across tasks needs equal ones), its tasks' scales are close enough for a method that
+    relates them, its input needs (mtc.methods.validation.check_input_needs)
     hold and its concurrent trials fit in memory
     (check_memory); the refusal names the sweep, one of a study's many."""
     datasets = plan.datasets
@@ -163,6 +164,8 @@ def check_plan(plan: SweepPlan) -> None:
             check_equal_clusters(list(counts), plan.run.method.solver.__name__,
                                  plan.run.method.solver.equal_clusters_reason)
         for data in datasets.values():
+            if plan.run.method.solver.relates_tasks:
+                check_task_scales(data.matrices)
             check_input_needs(plan.run.method.solver, data.matrices)
         check_memory(plan.run, datasets)
     except InputError as error:
