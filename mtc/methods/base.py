@@ -17,8 +17,8 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.memory import Shapes, check_fit_memory
-from mtc.methods.validation import (check_input_needs, check_n_clusters, check_objective_finite, check_task_scales,
-                                   check_tasks, degenerate_tasks, warn_degenerate)
+from mtc.methods.validation import (check_n_clusters, check_objective_finite, check_solver_takes, check_tasks,
+                                   degenerate_tasks, warn_degenerate)
 from mtc.numerics.affinity import AFFINITIES
 from mtc.numerics.convergence import STOPPING_RULES, SingleFit, summed_traces
 from mtc.numerics.snmf import UPDATE_RULES
@@ -65,9 +65,7 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
         """Fit on a list of task matrices (rows = samples, one shared feature space)."""
         self._validate_params()
         matrices = check_tasks(tasks)
-        if self.relates_tasks:
-            check_task_scales(matrices)
-        check_input_needs(type(self), matrices)
+        check_solver_takes(type(self), matrices)
         n_clusters = check_n_clusters(self.n_clusters, matrices, type(self).__name__, self.equal_clusters_reason)
         check_fit_memory(self, Shapes.of(matrices, n_clusters))  # refused in one line before it allocates
         self.record_ = FitRecord()

@@ -84,6 +84,15 @@ INPUT_NEEDS = {
 }
 
 
+def check_solver_takes(solver: type, matrices: list) -> None:
+    """What ``solver`` (its class) needs of the data beyond check_tasks, in fit and in a sweep
+    before Ray starts: tasks on close enough scales if it relates them (check_task_scales), and
+    its input needs (check_input_needs)."""
+    if solver.relates_tasks:
+        check_task_scales(matrices)
+    check_input_needs(solver, matrices)
+
+
 def check_input_needs(solver: type, matrices: list) -> None:
     """One InputError naming the first task that lacks an input need of ``solver`` (its class)
     and the scale that would give it; also run by a sweep on its data before Ray starts."""

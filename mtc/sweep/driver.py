@@ -43,7 +43,7 @@ from mtc.config import (
 )
 from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
-from mtc.methods.validation import check_equal_clusters, check_input_needs, check_task_scales
+from mtc.methods.validation import check_equal_clusters, check_solver_takes
 from mtc.numerics.cache import Cache
 from mtc.results.reading import chosen_points, point_summaries, records_of
 from mtc.results.report import (
@@ -154,9 +154,8 @@ def check_memory(run: Settings, datasets: dict) -> None:
 def check_plan(plan: SweepPlan) -> None:
     """What a sweep that will run must pass before Ray starts: its data loads (every task
     clusterable), its method takes the data's cluster counts (a solver that shares its cluster
-    columns across tasks needs equal ones), its tasks' scales are close enough for a method that
-    relates them, its input needs (mtc.methods.validation.check_input_needs)
-    hold and its concurrent trials fit in memory
+    columns across tasks needs equal ones), it takes the data (tasks on close enough scales, its
+    input needs: mtc.methods.validation.check_solver_takes) and its concurrent trials fit in memory
     (check_memory); the refusal names the sweep, one of a study's many."""
     datasets = plan.datasets
     try:
@@ -164,9 +163,7 @@ def check_plan(plan: SweepPlan) -> None:
             check_equal_clusters(list(counts), plan.run.method.solver.__name__,
                                  plan.run.method.solver.equal_clusters_reason)
         for data in datasets.values():
-            if plan.run.method.solver.relates_tasks:
-                check_task_scales(data.matrices)
-            check_input_needs(plan.run.method.solver, data.matrices)
+            check_solver_takes(plan.run.method.solver, data.matrices)
         check_memory(plan.run, datasets)
     except InputError as error:
         raise InputError(f"sweep {plan.name}: {error}") from None

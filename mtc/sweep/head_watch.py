@@ -1,6 +1,6 @@
 """A driver joined to a Ray cluster watches its head: when the head's GCS has not answered for
-``ray.head_lost_seconds`` (30 by default), the driver ends with one line of its own (exit 1) and the same command
-resumes the study once the head is back.
+``ray.head_lost_seconds`` (30 by default), the driver ends with one line of its own (exit 1)
+and the same command resumes the study once the head is back.
 
 Without it, Ray's core worker ends the driver itself when it cannot reach the GCS for
 ``gcs_rpc_server_reconnect_timeout_s`` (60 s by default), with Ray's own line ("Failed to
