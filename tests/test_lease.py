@@ -213,8 +213,8 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     uri = tracking_server.tracking_uri
     args = ["-m", "mtc.sweep", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=2",
             "sweep.seeds_per_trial=1", "data.params.n_tasks=2", "data.params.samples_per_cluster=10",
-            "++method.grid.shift=[0.0,1.0]", "++method.params.delay=2.0", "sweep.repeats=5",
-            "sweep.name=resumed", f"mlflow.tracking_uri={uri}"]  # 10 trials of 2 s
+            "++method.grid.shift=[0.0,1.0]", "++method.params.delay=2.0", "sweep.repeats=8",
+            "sweep.name=resumed", f"mlflow.tracking_uri={uri}"]  # 16 trials of 2 s: a loaded machine still kills it mid-way
     first = start(folder, [*args, f"output_dir={folder / 'out'}"], driver_env(folder))
     try:
         wait_for(first, folder, "trials")
@@ -238,7 +238,7 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     (parent,), children = sweep_runs(uri, "resumed")
     assert parent.info.status == "RUNNING"  # nobody closed it
     kept = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children if r.info.status == "FINISHED"}
-    assert 0 < len(kept) < 10
+    assert 0 < len(kept) < 16
 
     begun = time.monotonic()
     again = start(folder, [*args, f"output_dir={folder / 'out'}"],
@@ -260,7 +260,7 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     assert resumed is not None and resumed < locks.LEASE_SECONDS / 2, resumed  # it did not wait for the lease
     (after,), children = sweep_runs(uri, "resumed")
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
-    assert after.info.status == "FINISHED" and len(keys) == 10 == len(set(keys))  # no duplicate run
+    assert after.info.status == "FINISHED" and len(keys) == 16 == len(set(keys))  # no duplicate run
     assert {r.info.status for r in children} == {"FINISHED"}
     assert all(r.info.run_id == kept[r.data.tags[tracking.TRIAL_KEY_TAG]] for r in children
                if r.data.tags[tracking.TRIAL_KEY_TAG] in kept)  # finished runs kept, not run again

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from mtc.store import locks
+from mtc.sweep.driver import RAY_FOLDER
 
 pytestmark = pytest.mark.slow
 
@@ -135,11 +136,18 @@ def left_behind(folder: Path, wait: float = 3.0) -> list[int]:
 
 
 def describe(pids: list[int]) -> list[str]:
+    """Each process's pid, title and the Ray temp folders it names (whose driver's pid is in the name)."""
     out = []
     for pid in pids:
         with contextlib.suppress(OSError):
-            title = Path(f"/proc/{pid}/cmdline").read_bytes()[:80].replace(b"\0", b" ").decode(errors="replace")
-            out.append(f"{pid} {title}")
+            proc = Path(f"/proc/{pid}")
+            title = (proc / "cmdline").read_bytes()[:80].replace(b"\0", b" ").decode(errors="replace")
+            named = set(RAY_FOLDER.findall((proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()))
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    named.update(RAY_FOLDER.findall(os.readlink(fd).encode()))
+            parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            out.append(f"{pid} {title} (parent {parent}; names {sorted(name.decode().rsplit('/', 1)[-1] for name in named)})")
     return out
 
 

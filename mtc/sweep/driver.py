@@ -430,6 +430,21 @@ def ray_temp_folder():
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def session_processes(folder: str) -> dict[int, int | None]:
+    """{pid: start time} of the processes of the local Ray session in ``folder`` (ray_processes).
+    Taken before Ray's shutdown, while Ray's agents still hold their logs in the folder open:
+    shutting down they close them, and can linger a few seconds on a loaded machine naming
+    nothing that ray_processes reads (Ray overwrote their environment with their title)."""
+    return {pid: locks.start_time(pid) for pid, used in ray_processes().items() if used == folder}
+
+
+def end_seen_processes(seen: dict[int, int | None]) -> None:
+    """End those of the ``seen`` processes still running after Ray's shutdown (the same process:
+    the same start time, not a later one given a freed pid)."""
+    end_processes([pid for pid, started in seen.items() if started is not None and locks.start_time(pid) == started
+                   and locks.alive(pid)], grace=1.0)
+
+
 @dataclass(frozen=True)
 class KeptRay:
     """A local Ray session left running after its sweep for the next sweeps of the same Python
@@ -458,7 +473,10 @@ def start_local_ray(run: Settings, worker_env: dict, stack: contextlib.ExitStack
 
     remove_dead_drivers_ray_folders()
     temp_dir = stack.enter_context(ray_temp_folder())
+    seen: dict[int, int | None] = {}
+    stack.callback(end_seen_processes, seen)  # closed in reverse: seen, Ray's shutdown, these, the folder
     stack.callback(ray.shutdown, wait_for_processes=True)  # before the temp folder goes
+    stack.callback(lambda: seen.update(session_processes(temp_dir)))
     os.environ[RAY_MARK] = temp_dir
     try:
         moment("ray")
