@@ -8,11 +8,12 @@ starts it, the readers of mtc.results on real files, and the commands as a user 
 - Readers open a store read-only: a file that is not an MLflow store (empty, not SQLite,
   another program's SQLite, damaged) is refused in one line and left as it was, byte for byte.
 - ``compare --published`` with a bad CSV and ``reproduce`` with a bad or missing study file
-  are one line and exit 2.
+  are one line and exit 2; a stack whose PostgreSQL does not start says PostgreSQL's reason.
 """
 
 import base64
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -329,3 +330,24 @@ def test_reproduce_calls_a_missing_study_file_missing(tmp_path):
         done = reproduce(tmp_path, name)
         assert done.returncode == 2 and done.stderr == f"error: missing study file {name}\n"
     assert "unknown study 'nope'" in reproduce(tmp_path, "nope").stderr  # a name, not a path: the known studies
+
+
+def test_a_stack_whose_database_port_is_taken_says_why_postgresql_did_not_start(tmp_path):
+    """pg_ctl says only "could not start server, examine the log output": the one line says
+    PostgreSQL's own reason, and its log; the folder's database is not left running."""
+    root = Path(tempfile.mkdtemp(prefix="mtc-stack-", dir="/var/tmp"))
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as taken:
+            db_port = taken.getsockname()[1]
+            done = subprocess.run([sys.executable, "-m", "mtc.stack", "start", "--dir", str(root), "--db-port",
+                                   str(db_port), "--port", str(free_port())], capture_output=True, text=True,
+                                  timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert lines[0].startswith(f"error: PostgreSQL did not start on 127.0.0.1:{db_port}: could not create any "
+                                   "TCP/IP sockets; could not bind IPv4 address \"127.0.0.1\": Address already in use")
+        assert lines[0].endswith(f"(its log: {root / 'postgres.log'})")
+        assert not (root / "pgdata" / "postmaster.pid").exists()
+    finally:
+        stack.stop(root)
+        subprocess.run(["rm", "-rf", str(root)], check=False)

@@ -25,6 +25,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -92,6 +93,29 @@ def run(command: list[str], what: str) -> str:
     return result.stdout
 
 
+LOG_LINE = re.compile(r"^\S+ \S+ \S+ \[\d+\] (FATAL|ERROR|PANIC|LOG|WARNING|HINT):\s+(.*)$")
+
+
+def log_reasons(log: Path, offset: int) -> str:
+    """Why PostgreSQL stopped, from what it wrote to ``log`` after ``offset`` (pg_ctl itself
+    says only "could not start server, examine the log output"): its FATAL and ERROR lines,
+    after the warnings and hints that say why (a port in use, a stale postmaster.pid), as one
+    line; empty if it wrote none."""
+    try:
+        with log.open("rb") as file:
+            file.seek(offset)
+            lines = file.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    found = [match.groups() for match in map(LOG_LINE.match, lines) if match]
+    if not any(level in ("FATAL", "ERROR", "PANIC") for level, _ in found):
+        return ""
+    said = [text for level, text in found if level in ("FATAL", "ERROR", "PANIC")]
+    why = [text for level, text in found if level != "FATAL" and level not in ("ERROR", "PANIC") and
+           ("could not" in text or level == "HINT" or "lock file" in text)]
+    return "; ".join(dict.fromkeys(text.rstrip(".") for text in [*said, *why]))
+
+
 def start_database(root: Path, port: int) -> None:
     """Create the cluster once, start it on 127.0.0.1:port and create the databases."""
     data = root / "pgdata"
@@ -104,8 +128,16 @@ def start_database(root: Path, port: int) -> None:
         run(as_database_owner([postgres_binary("initdb"), "-D", str(data), "-U", DB_USER, "--auth=trust",
                                "-E", "UTF8"]), "initdb")
     options = f"-p {port} -c listen_addresses=127.0.0.1 -k {root}"
-    run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(data), "-l", str(root / "postgres.log"),
-                           "-o", options, "-w", "-t", "60", "start"]), "starting PostgreSQL")
+    log = root / "postgres.log"
+    logged = log.stat().st_size if log.exists() else 0
+    try:
+        run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(data), "-l", str(log),
+                               "-o", options, "-w", "-t", "60", "start"]), "starting PostgreSQL")
+    except RuntimeError as error:
+        reasons = log_reasons(log, logged)
+        if not reasons:
+            raise
+        raise RuntimeError(f"PostgreSQL did not start on 127.0.0.1:{port}: {reasons} (its log: {log})") from error
     import psycopg2
 
     connection = psycopg2.connect(host="127.0.0.1", port=port, user=DB_USER, dbname="postgres")
@@ -225,7 +257,8 @@ def start(root: Path, host: str = "127.0.0.1", port: int = 5000, db_port: int = 
         start_database(root, db_port)
         stack = Stack(**{**asdict(stack), "server_pid": start_server(stack)})
     except BaseException:
-        stop_database(root)
+        with contextlib.suppress(RuntimeError):  # a database that never started cannot be stopped: the first error says why
+            stop_database(root)
         raise
     (root / STATE_FILE).write_text(json.dumps(asdict(stack), indent=1))
     return stack
