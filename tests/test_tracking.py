@@ -1,4 +1,6 @@
+import contextlib
 import json
+import sqlite3
 import time
 
 import numpy as np
@@ -8,6 +10,7 @@ from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCMRL
 from mtc.results.plots import readable_files
 from mtc.store import run_writer, tracking
+from mtc.store.empty_store import empty_store_path
 from mtc.trial import run_trial
 
 
@@ -131,3 +134,48 @@ def test_the_printed_links_open_the_runs_in_model_training_mode():
            "--backend-store-uri sqlite:////x/mlflow.db" in text
     assert tracking.links("http://h:5000", "3", "abc", "acc/mean").splitlines()[1] == \
         "MLflow parent run: http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
+
+
+def store_contents(db) -> tuple:
+    """A SQLite store's schema (each statement's lines in sorted order: MLflow's own migrations
+    list a table's constraints in an order that varies between runs), MLflow's migration
+    version and its experiments (no times)."""
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        schema = sorted((kind, name, sorted(line.strip().rstrip(",") for line in (sql or "").splitlines()))
+                        for kind, name, sql in connection.execute("SELECT type, name, sql FROM sqlite_master"))
+        version = connection.execute("SELECT version_num FROM alembic_version").fetchall()
+        experiments = connection.execute("SELECT experiment_id, name, artifact_location, lifecycle_stage "
+                                         "FROM experiments ORDER BY experiment_id").fetchall()
+    return schema, version, experiments
+
+
+def test_a_new_store_copied_from_the_empty_one_is_what_mlflow_makes(tmp_path, monkeypatch):
+    """open_store makes a new SQLite store as a copy of an empty one (made once per MLflow
+    version under $MTC_CACHE_DIR): the same schema, migration version and experiments, the
+    Default one with the artifact location MLflow gives it, as a store MLflow migrates itself;
+    a folder that cannot hold the empty store leaves the making to MLflow."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MTC_CACHE_DIR", str(tmp_path / "cache"))
+    copied = tmp_path / "copied.db"
+    client, experiment = tracking.open_store(f"sqlite:///{copied}", "mtc", str(tmp_path / "artifacts"))
+    template = empty_store_path()
+    assert template.parent == tmp_path / "cache" and template.is_file()
+    with contextlib.closing(sqlite3.connect(template)) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM experiments").fetchone() == (0,)
+
+    monkeypatch.setenv("MTC_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    (tmp_path / "a-file").write_text("not a folder")
+    migrated = tmp_path / "migrated.db"
+    tracking.open_store(f"sqlite:///{migrated}", "mtc", str(tmp_path / "artifacts"))  # MLflow migrates it
+    assert store_contents(copied) == store_contents(migrated)
+    _, _, experiments = store_contents(copied)
+    assert experiments == [(0, "Default", str(tmp_path / "mlruns" / "0"), "active"),
+                           (1, "mtc", (tmp_path / "artifacts").as_uri(), "active")] and experiment == "1"
+    run = client.create_run(experiment)
+    client.log_metric(run.info.run_id, "acc", 0.5)
+    assert client.get_run(run.info.run_id).data.metrics == {"acc": 0.5}
+
+    made = template.stat().st_mtime_ns
+    monkeypatch.setenv("MTC_CACHE_DIR", str(tmp_path / "cache"))
+    tracking.open_store(f"sqlite:///{tmp_path / 'again.db'}", "mtc", None)
+    assert template.stat().st_mtime_ns == made and not list(tmp_path.glob(".*.tmp"))

@@ -59,16 +59,22 @@ def open_store(uri: str, experiment: str, artifact_root: str | None):
     """A client of the store at ``uri`` and the experiment's id. The first touch of a new
     SQLite store runs MLflow's schema migrations, which race between processes
     (``alembic ... Online migration expected to match one row``): it is serialised by a
-    file lock beside the store. A local store that was moved is pointed at
+    file lock beside the store, and a new store is a copy of an empty one
+    (mtc.store.empty_store), not migrated again. A local store that was moved is pointed at
     ``artifact_root`` (mtc.store.relocate.relocate_if_moved) before anything is logged."""
     from filelock import FileLock
 
+    from mtc.store.empty_store import new_store_from_empty
     from mtc.store.relocate import relocate_if_moved
 
-    client = client_for(uri)
     if not uri.startswith("sqlite:///"):
+        client = client_for(uri)
         return client, ensure_experiment(client, experiment, artifact_root)
-    with FileLock(uri[len("sqlite:///"):] + ".create.lock", timeout=120):
+    db = Path(uri[len("sqlite:///"):])
+    with FileLock(f"{db}.create.lock", timeout=120):
+        if db.name != ":memory:" and not db.exists() and db.parent.is_dir():
+            new_store_from_empty(db)
+        client = client_for(uri)  # MLflow opens the store here (and makes it, if it is not there)
         if artifact_root and "://" not in artifact_root:  # a moved local store: point it at its artifacts
             for line in relocate_if_moved(uri, Path(artifact_root)):
                 print(f"the store was moved; {line}")
