@@ -1,6 +1,8 @@
 """Every bad input the tests try, each with its one-line message.
 
-Command-line cases run the real command: exit 2, exactly one line on stderr, and nothing
+Command-line cases run the real command, each in a process of its own forked from a warm
+interpreter (tests/warm_python.py: the libraries imported once, not once a case): exit 2,
+exactly one line on stderr, and nothing
 created: the case's folder holds the same files after the command as before (no MLflow store,
 no output folder, not even Hydra's record of the command, and no Ray session, whose folders
 would be in the case's TMPDIR). Library cases call a solver and expect the error type and
@@ -15,7 +17,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.utils._param_validation import InvalidParameterError
+from warm_python import warm_run
 
 from mtc.errors import InputError
 from mtc.methods import KernelKMeans, SymmetricNMF
@@ -346,8 +348,7 @@ def run_case(args: list[str], tmp: Path, ray_address: str = "127.0.0.1:1") -> tu
     mounted = any(READ_ONLY.replace(TMP, str(tmp)) in arg for arg in args) and mount_read_only(tmp / "read-only")
     before = tree(tmp)
     try:
-        done = subprocess.run([sys.executable, "-m", module, *command], cwd=tmp, capture_output=True, text=True,
-                              timeout=120, env=env)
+        done = warm_run(module, command, tmp, env, timeout=120)  # a fresh process, imports done once
     finally:
         if mounted:
             subprocess.run(["umount", str(tmp / "read-only")], check=True)
