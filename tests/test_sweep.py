@@ -14,7 +14,7 @@ from mtc.cli import compose_config
 from mtc.config import Trial, settings
 from mtc.store import tracking
 from mtc.store.stored_report import stored_report
-from mtc.sweep.driver import run_sweep
+from mtc.sweep.driver import run_sweep, stop_kept_ray
 
 pytestmark = pytest.mark.slow
 
@@ -28,6 +28,18 @@ def plugin_path():
         patch.syspath_prepend(str(PLUGIN))
         patch.setenv("PYTHONPATH", os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])]))
         yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_ray():
+    """The module's sweeps share one local Ray (run_sweep's keep_ray, as mtc.sweep.run does),
+    stopped after the module; the sweeps that test Ray's start and stop start their own."""
+    yield
+    stop_kept_ray()
+
+
+def shared_ray_sweep(cfg):
+    return run_sweep(settings(cfg), keep_ray=True)
 
 
 def sweep_overrides(tmp, *overrides) -> list[str]:
@@ -48,7 +60,7 @@ def sweep_config(tmp, *overrides):
 def finished_sweep(tmp_path_factory, plugin_path):
     tmp = tmp_path_factory.mktemp("sweep")
     cfg = sweep_config(tmp, "mlflow.readable_trial_files=true")
-    result = run_sweep(settings(cfg))
+    result = shared_ray_sweep(cfg)
     client = tracking.client_for(result.tracking_uri)
     return cfg, tmp, result, client
 
@@ -175,7 +187,7 @@ def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
 def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):
     cfg, _, result, client = finished_sweep
     before = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children(client, result)}
-    again = run_sweep(settings(cfg))
+    again = shared_ray_sweep(cfg)
     assert again.parent_run_id == result.parent_run_id
     after = {r.data.tags[tracking.TRIAL_KEY_TAG]: r.info.run_id for r in children(client, result)}
     assert sorted(after) == sorted(before)  # still exactly one child run per trial
@@ -186,7 +198,7 @@ def test_resume_keeps_finished_runs_and_retries_only_the_rest(finished_sweep):
 
 
 def test_seeds_of_a_grid_point_can_share_one_tune_trial(tmp_path, plugin_path):
-    result = run_sweep(settings(sweep_config(tmp_path, "sweep.seeds_per_trial=2")))
+    result = shared_ray_sweep(sweep_config(tmp_path, "sweep.seeds_per_trial=2"))
     assert result.trials_run == 4 and result.tuner.tune_trials == 2  # one Tune trial per grid point
     assert result.tuner.tune_errors == 0  # a failing fit is recorded on its run, not retried; no trainable error
     client = tracking.client_for(result.tracking_uri)
@@ -205,7 +217,7 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
     died = tmp_path / "died"
     cfg = sweep_config(tmp_path, "++method.grid.fail=[false]", "method.grid.shift=[0.0,1.0]", "sweep.repeats=3",
                        "sweep.seeds_per_trial=3", f"++method.params.die_once={died}")
-    result = run_sweep(settings(cfg))
+    result = shared_ray_sweep(cfg)
     assert died.exists()  # one worker was SIGKILLed inside a fit
     assert result.tuner.tune_errors == 0
     client = tracking.client_for(result.tracking_uri)
@@ -290,7 +302,7 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
         f"mlflow.artifact_root={tmp_path / 'artifacts'}", "ray.num_cpus=2", "sweep.verbose=0", "method=kmeans",
         "sweep.repeats=3", "+data.draw=per_seed", "data.params.n_tasks=2", "data.params.samples_per_cluster=10"])
     run = settings(cfg)
-    result = run_sweep(run)
+    result = shared_ray_sweep(cfg)
     client = tracking.client_for(result.tracking_uri)
     parent = client.get_run(result.parent_run_id)
     assert parent.data.tags["mtc.data_draws"] == "3"
@@ -375,7 +387,7 @@ def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path)
 
 def test_the_same_grid_under_another_sweep_name_is_a_sweep_of_its_own(finished_sweep):
     _, tmp, result, client = finished_sweep
-    other = run_sweep(settings(sweep_config(tmp, "sweep.name=another")))
+    other = shared_ray_sweep(sweep_config(tmp, "sweep.name=another"))
     assert other.parent_run_id != result.parent_run_id and other.trials_run == 4  # not resumed into it
     assert len(children(client, result)) == 4 and len(children(client, other)) == 4
 
