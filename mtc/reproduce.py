@@ -357,6 +357,7 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         leave,
         open_sweep,
         ray_session,
+        remove_dead_drivers_ray_folders,
         reopen_finished,
         run_on_ray,
         store_has_experiment,
@@ -391,6 +392,8 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         print(f"study {study.name}: {len(plans)} sweeps, {len(outcome['finished'])} finished, {len(todo)} to run")
         for plan in todo:  # checked above unless its runs changed since (another driver): cheap when loaded
             check_plan(plan)
+        if not todo:
+            remove_dead_drivers_ray_folders()  # as a study that starts Ray does: a killed driver's agents go
         if todo:
             every_sweep_ended = False
             try:

@@ -213,8 +213,8 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     uri = tracking_server.tracking_uri
     args = ["-m", "mtc.sweep", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=2",
             "sweep.seeds_per_trial=1", "data.params.n_tasks=2", "data.params.samples_per_cluster=10",
-            "++method.grid.shift=[0.0,1.0]", "++method.params.delay=2.0", "sweep.repeats=8",
-            "sweep.name=resumed", f"mlflow.tracking_uri={uri}"]  # 16 trials of 2 s: a loaded machine still kills it mid-way
+            "++method.grid.shift=[0.0,1.0]", "++method.params.delay=3.0", "sweep.repeats=8",
+            "sweep.name=resumed", f"mlflow.tracking_uri={uri}"]  # 16 trials of 3 s: a loaded machine still kills it mid-way
     first = start(folder, [*args, f"output_dir={folder / 'out'}"], driver_env(folder))
     try:
         wait_for(first, folder, "trials")
@@ -265,6 +265,7 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     assert all(r.info.run_id == kept[r.data.tags[tracking.TRIAL_KEY_TAG]] for r in children
                if r.data.tags[tracking.TRIAL_KEY_TAG] in kept)  # finished runs kept, not run again
     left = left_behind(folder)
-    assert not left, describe(left)
+    assert not left, (f"killed driver {first.pid}, resumed driver {again.pid}", describe(left),
+                      sorted(path.name for path in folder.iterdir()))
     assert not list(folder.rglob("*.lock"))
     shutil.rmtree(folder, ignore_errors=True)

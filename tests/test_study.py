@@ -88,9 +88,11 @@ def test_a_finished_study_run_again_starts_no_ray_and_regenerates_nothing(tiny_s
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray was started for a finished study")
 
+    cleaned = []  # a killed driver's Ray agents are ended by the next study here, even one that starts no Ray
     monkeypatch.setattr(sweep, "ray_session", no_ray)
+    monkeypatch.setattr(sweep, "remove_dead_drivers_ray_folders", lambda: cleaned.append(True))
     outcome = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp)
-    assert not outcome["ray_started"] and outcome["ran"] == [] and len(outcome["finished"]) == 4
+    assert not outcome["ray_started"] and outcome["ran"] == [] and len(outcome["finished"]) == 4 and cleaned
     assert outcome["compared"] == []
     forced = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), force_compare=True,
                                  compare_root=tmp)

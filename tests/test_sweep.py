@@ -249,9 +249,12 @@ def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_p
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray was started for a finished sweep")
 
+    cleaned = []  # a killed driver's Ray agents are ended by the next sweep here, even one that starts no Ray
     monkeypatch.setattr(sweep, "ray_session", no_ray)
+    monkeypatch.setattr(sweep, "remove_dead_drivers_ray_folders", lambda: cleaned.append(True))
     again = run_sweep(settings(cfg))
     assert not again.ray_started and again.trials_run == 0 and again.parent_run_id == first.parent_run_id
+    assert cleaned == [True]
     assert again.markdown == first.markdown and [s.mean for s in again.summaries] == [s.mean for s in first.summaries]
     client = tracking.client_for(first.tracking_uri)
     assert client.get_run(first.parent_run_id).info.status == "FINISHED"

@@ -907,6 +907,7 @@ def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False,
                                                         run.tracking.artifact_root)
             stored = reopen_finished(plan, client, experiment_id)
         if stored is not None:
+            remove_dead_drivers_ray_folders()  # as a sweep that starts Ray does: a killed driver's agents go
             parent_done = client.get_run(stored.parent_id).info.status == "FINISHED"
             if verbose:  # else its one line says so
                 print(f"sweep {plan.name}: all {len(plan.trials)} trials already finished, MLflow parent run "
