@@ -108,12 +108,11 @@ def log_reasons(log: Path, offset: int) -> str:
     except OSError:
         return ""
     found = [match.groups() for match in map(LOG_LINE.match, lines) if match]
-    if not any(level in ("FATAL", "ERROR", "PANIC") for level, _ in found):
-        return ""
-    said = [text for level, text in found if level in ("FATAL", "ERROR", "PANIC")]
-    why = [text for level, text in found if level != "FATAL" and level not in ("ERROR", "PANIC") and
+    failures = ("FATAL", "ERROR", "PANIC")
+    said = [text for level, text in found if level in failures]
+    why = [text for level, text in found if level not in failures and
            ("could not" in text or level == "HINT" or "lock file" in text)]
-    return "; ".join(dict.fromkeys(text.rstrip(".") for text in [*said, *why]))
+    return "; ".join(dict.fromkeys(text.rstrip(".") for text in [*said, *why])) if said else ""
 
 
 def start_database(root: Path, port: int) -> None:

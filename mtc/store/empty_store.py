@@ -49,12 +49,13 @@ def new_store_from_empty(db: Path) -> bool:
     store cannot be made or read (MLflow then makes ``db`` when it opens it). A file that
     appears at ``db`` meanwhile is left as it is."""
     template = empty_store_path()
+    copy = db.with_name(f".{db.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         if not template.is_file():
             make_empty_store(template)
-        copy = db.with_name(f".{db.name}.{uuid.uuid4().hex[:8]}.tmp")
         shutil.copyfile(template, copy)
     except (OSError, sqlite3.Error):
+        copy.unlink(missing_ok=True)  # a copy cut short
         return False
     try:
         os.link(copy, db)  # never over a store that appeared meanwhile
