@@ -10,6 +10,10 @@ environment, arguments and standard streams, runs the module as ``python -m`` do
 (runpy, ``sys.path[0]`` the folder), runs its exit handlers and exits with its code. What a
 fresh interpreter reads only at its start (PYTHONPATH, PYTHONHASHSEED, -X options) is the warm
 one's: callers whose commands differ there use subprocess.
+
+Its imports are waited for once (it says when it is ready), not counted in a command's time; an
+answer that does not come (the fork's pid, a killed child's code) ends that interpreter, so the
+next command gets a new one instead of reading an answer meant for the one before.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 PRELOADED = ("numpy", "scipy.sparse", "scipy.optimize", "scipy.linalg", "sklearn.base", "sklearn.cluster",
              "sklearn.metrics", "pandas", "omegaconf", "hydra", "hydra.utils", "mlflow", "mlflow.tracking",
              "sqlalchemy")
+READY_SECONDS = 300  # for the interpreter's imports, a fork's pid and a killed child's code
 
 SERVE = """
 import importlib, json, os, sys
@@ -74,7 +79,9 @@ def child(request: dict) -> None:
 
 
 def serve() -> None:
-    """Read a request per line on stdin, fork a child for it, answer its pid, then its exit code."""
+    """Say it is ready (its imports done), then read a request per line on stdin, fork a child
+    for it, answer its pid, then its exit code."""
+    print(json.dumps({"ready": os.getpid()}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
@@ -95,6 +102,11 @@ class WarmPython:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0)
         self.pending = b""
         self.outputs = Path(tempfile.mkdtemp(prefix="mtc-warm-"))
+        try:  # its imports take seconds, many more on a loaded machine: not a command's time
+            self.read_answer(READY_SECONDS, "the warm interpreter's imports")["ready"]
+        except BaseException:
+            self.close()
+            raise
 
     def run(self, module: str, args: list[str], cwd: Path, env: dict, timeout: float = 120
             ) -> subprocess.CompletedProcess:
@@ -102,24 +114,29 @@ class WarmPython:
         request = {"module": module, "args": [str(arg) for arg in args], "cwd": str(cwd), "env": env,
                    "stdout": str(stdout), "stderr": str(stderr)}
         self.process.stdin.write(json.dumps(request).encode() + b"\n")
-        pid = self.read_answer(10)["pid"]
         try:
-            answer = self.read_answer(timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)  # the warm interpreter then answers, and serves the next
-            self.read_answer(10)
+            pid = self.read_answer(READY_SECONDS, "the warm interpreter's fork")["pid"]
+            try:
+                answer = self.read_answer(timeout, f"python -m {module}")
+            except subprocess.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)  # the warm interpreter then answers, and serves the next
+                self.read_answer(READY_SECONDS, "the warm interpreter's killed child")
+                raise
+        except BaseException as stopped:
+            if not (isinstance(stopped, subprocess.TimeoutExpired) and stopped.cmd == f"python -m {module}"):
+                self.close()  # an answer is missing: the next one read could be this command's
             raise
         return subprocess.CompletedProcess([sys.executable, "-m", module, *args], answer["code"],
                                            stdout.read_text(errors="replace"), stderr.read_text(errors="replace"))
 
-    def read_answer(self, timeout: float) -> dict:
+    def read_answer(self, timeout: float, what: str) -> dict:
         """The warm interpreter's next line (read from its pipe as it comes: two answers can
-        arrive at once)."""
+        arrive at once); TimeoutExpired naming ``what`` when none comes within ``timeout``."""
         deadline = time.monotonic() + timeout
         while b"\n" not in self.pending:
             ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
-                raise subprocess.TimeoutExpired("warm python command", timeout)
+                raise subprocess.TimeoutExpired(what, timeout)
             chunk = os.read(self.process.stdout.fileno(), 65536)
             if not chunk:
                 raise RuntimeError(f"the warm interpreter ended (exit {self.process.wait()})")
