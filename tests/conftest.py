@@ -11,6 +11,16 @@ os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 from mtc.cli import compose_config as compose
 
 
+def pytest_collection_modifyitems(items):
+    """The files with a ``slow`` test (drivers, Ray, servers, whole corpora) first, each file's
+    tests kept together and in order: with the README's ``--dist loadfile --no-loadscope-reorder``
+    the two pytest processes take the long files first and end on short ones, instead of one
+    process running a long file alone at the end (xdist's own order is by test count, which put
+    the cluster and lease files of a few long tests last)."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 @pytest.fixture
 def compose_config(tmp_path):
     """Compose the real Hydra config with overrides; outputs and MLflow go to tmp_path."""

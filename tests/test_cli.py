@@ -8,7 +8,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from mtc.store import tracking
+
+pytestmark = pytest.mark.slow  # drivers, Ray or servers: run first (tests/conftest.py)
 
 PLUGIN = Path(__file__).parent / "plugin"
 

@@ -206,6 +206,7 @@ def test_the_study_composer_gives_hydras_config_for_every_kind_of_study_sweep():
         composer([*sample[0], "sweep.repets=3"])
 
 
+@pytest.mark.slow
 def test_in_the_all_study_every_compare_folder_reads_the_sweeps_of_its_own_study():
     """A compare folder's rows are the (benchmark, sweep label) pairs of the sweeps in the store.
     The `all` study runs every paper into one store, where papers share benchmarks (reuters,

@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow  # drivers, Ray or servers: run first (tests/conftest.py)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own_data"
 

@@ -35,6 +35,8 @@ from mtc.stack import server as stack
 from mtc.stack.loopback import free_port
 from mtc.store import run_writer, tracking
 
+pytestmark = pytest.mark.slow  # drivers, Ray or servers: run first (tests/conftest.py)
+
 SQL_WORDS = ("psycopg2", "sqlalchemy", "[SQL", "[parameters", "INSERT INTO", "sqlalche.me")
 
 

@@ -20,6 +20,8 @@ from mtc.errors import InputError
 from mtc.results.compare import compare
 from test_tutorials import NOTEBOOK_PAGE, line_pattern  # the tutorial pages' checks (tests/ is on sys.path)
 
+pytestmark = pytest.mark.slow  # drivers, Ray or servers: run first (tests/conftest.py)
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "notebook.py"
 
 

@@ -28,6 +28,8 @@ import pytest
 
 from mtc.data.sources import data_root
 
+pytestmark = pytest.mark.slow  # drivers, Ray or servers: run first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "docs" / "getting_started.md", *sorted((REPO / "docs" / "tutorials").glob("*.md"))]
 MARKER = re.compile(r"<!-- (runnable|output) -->")
