@@ -1,5 +1,7 @@
 """The shared numerics layer: stacking, seeding, distances, the explicit cache."""
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -201,3 +203,38 @@ def test_a_persisted_step_is_shared_through_its_folder_and_recomputed_when_unrea
     assert len(runs) == 4
     seeding.kmeans_labels(X, 4, np.random.default_rng(7), cache=Cache(folder=None))
     assert len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 2 and not list(tmp_path.glob("**/*.tmp"))
+
+
+def _persisted_step_in_a_worker(folder: str, log: str, start) -> None:
+    """A worker asking for one persisted step at the moment ``start`` is set: its compute
+    notes a line in ``log`` and takes a second."""
+    import time as clock
+
+    def compute():
+        with open(log, "a") as handle:
+            handle.write("computed\n")
+        clock.sleep(1.0)
+        return np.arange(5.0)
+
+    start.wait()
+    np.save(f"{log}.{os.getpid()}.npy", Cache(folder=folder).get("step", ("data", 3), compute, persist=True))
+
+
+def test_workers_asking_for_one_persisted_step_at_once_compute_it_once(tmp_path):
+    """Two worker processes ask for the same persisted result at the same moment: one computes
+    it while the other waits on its lock file and reads it, the same array in both."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    start, log = context.Event(), tmp_path / "log"
+    workers = [context.Process(target=_persisted_step_in_a_worker, args=(str(tmp_path / "steps"), str(log), start))
+               for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    for worker in workers:
+        worker.join(60)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    assert log.read_text() == "computed\n"
+    results = [np.load(path) for path in sorted(tmp_path.glob("log.*.npy"))]
+    assert len(results) == 2 and all(np.array_equal(result, np.arange(5.0)) for result in results)

@@ -13,11 +13,13 @@ gives its workers' caches a folder beside the processed datasets (``steps/`` in
 ``data.cache_dir``) and persists only the k-means labels of the seeding (small, deterministic for
 a key that names everything they depend on: mtc.numerics.seeding.kmeans_labels). Two workers
 fitting the same data with different methods or grid points (MTCFIR and its ablations on one
-corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same k-means each.
+corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same k-means each, nor at
+the same moment: one computes a result while the others wait on its lock file, then read it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import socket
@@ -73,13 +75,14 @@ class Cache:
             kept.move_to_end(key)
             return kept[key]
         path = self.path(step, key) if persist and self.folder is not None else None
-        result = _read(path) if path is not None else None
-        if result is not None and valid is not None and not valid(result):
-            result = None
+        result = _read(path, valid)
         if result is None:
-            result = compute()
-            if path is not None:
-                _write(path, result)
+            with _one_computes(path):
+                result = _read(path, valid)  # another worker's, written while this one waited
+                if result is None:
+                    result = compute()
+                    if path is not None:
+                        _write(path, result)
         _freeze(result)
         kept[key] = result
         if len(kept) > (self.size if keep is None else keep):
@@ -99,12 +102,39 @@ def cached(cache: Cache | None, step: str, key, compute, keep: int | None = None
     return compute() if cache is None else cache.get(step, key, compute, keep)
 
 
-def _read(path: Path) -> np.ndarray | None:
-    """A persisted result, or None when there is none (or it cannot be read: it is computed again)."""
+def _read(path: Path | None, valid=None) -> np.ndarray | None:
+    """A persisted result, or None when there is none (no path, no file, or one that cannot be
+    read or that ``valid`` rejects: it is computed again)."""
+    if path is None:
+        return None
     try:
-        return np.load(path, allow_pickle=False)
+        result = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError):
         return None
+    return None if valid is not None and not valid(result) else result
+
+
+@contextlib.contextmanager
+def _one_computes(path: Path | None):
+    """While a persisted result is computed, other workers asking for it wait on its lock file
+    (``<file>.lock``) and then read it, instead of computing it at once beside this one; a folder
+    where no lock can be made (read-only) computes unlocked, as before."""
+    if path is None:
+        yield
+        return
+    from filelock import FileLock
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(f"{path}.lock")
+        lock.acquire()
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _write(path: Path, result: np.ndarray) -> None:
