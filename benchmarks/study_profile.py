@@ -12,12 +12,15 @@ about its CPU time). Prints
 - the ``--top`` (method, benchmark) pairs by fit seconds, with their share of the whole, the
   mean seconds and iterations per fit and the share of fits that stopped unconverged (at
   ``max_iter``);
+- the ``--top`` items: a method's cached step on a benchmark (``step_seconds/<step>``: the
+  k-means starts, affinities, eigendecompositions and kernels a sweep's fits share, timed when
+  computed, mtc.numerics.cache), or the rest of its fits (the solver's own iterations);
 - the ``--top`` grid points by fit seconds;
 - the fit seconds per method.
 
-Finished trials only (a failed fit has no ``fit_seconds``). The fit record holds no timings
-of a fit's steps yet (k-means starts, eigendecompositions, iterations): what a step costs is
-measured by the per-method benchmarks (mtcfir_steps.py, smtnmf_iteration.py, ...).
+Finished trials only (a failed fit has no ``fit_seconds``). Stores written before the step
+timings show only the rest. Inside a solver's own work, the per-method benchmarks
+(mtcfir_steps.py, smtnmf_iteration.py, ...) time the parts.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from mtc.results.reading import benchmark_name, open_experiment, sweep_label, sw
 from mtc.store import tracking
 
 CORES = 2
+STEP = "step_seconds/"  # a fit's seconds in one cached step (mtc.trial.step_seconds)
+OWN = "the solver's own (the rest)"
 
 
 def trial_frame(uri: str, experiment: str) -> pd.DataFrame:
@@ -46,8 +51,11 @@ def trial_frame(uri: str, experiment: str) -> pd.DataFrame:
         rows.append({"method": sweep_label(parent), "benchmark": benchmark_name(parent),
                      "point": run.data.tags.get(tracking.POINT_TAG, "?"), "fit_seconds": metrics["fit_seconds"],
                      "n_iter": metrics.get("n_iter", float("nan")),
-                     "unconverged": 1.0 - metrics.get("converged", float("nan"))})
-    return pd.DataFrame(rows, columns=["method", "benchmark", "point", "fit_seconds", "n_iter", "unconverged"])
+                     "unconverged": 1.0 - metrics.get("converged", float("nan")),
+                     **{key: value for key, value in metrics.items() if key.startswith(STEP)}})
+    columns = ["method", "benchmark", "point", "fit_seconds", "n_iter", "unconverged"]
+    frame = pd.DataFrame(rows, columns=[*columns, *sorted({key for row in rows for key in row} - set(columns))])
+    return frame.fillna({column: 0.0 for column in frame if column.startswith(STEP)})
 
 
 def by(trials: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -58,6 +66,18 @@ def by(trials: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         iterations_per_fit=("n_iter", "mean"), unconverged=("unconverged", "mean"))
     grouped.insert(2, "share", grouped["fit_seconds"] / trials["fit_seconds"].sum())
     return grouped.sort_values("fit_seconds", ascending=False).reset_index()
+
+
+def steps(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per (method, benchmark), the seconds of each cached step its fits computed and the rest
+    (the solver's own work), with their share of all fit seconds, the largest first."""
+    columns = [column for column in trials if column.startswith(STEP)]
+    sums = trials.groupby(["method", "benchmark"], sort=False)[["fit_seconds", *columns]].sum()
+    sums[OWN] = sums["fit_seconds"] - sums[columns].sum(axis=1)
+    items = sums.drop(columns="fit_seconds").rename(columns=lambda column: column.removeprefix(STEP))
+    items = items.rename_axis(columns="step").stack().rename("seconds").reset_index()
+    items = items[items["seconds"] > 0].assign(share=lambda frame: frame["seconds"] / trials["fit_seconds"].sum())
+    return items.sort_values("seconds", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -87,6 +107,8 @@ def main() -> None:
     print(f"{len(trials)} finished trials, fits {total:.1f} s, {total / CORES:.1f} s on {CORES} cores")
     print(f"\nThe top {args.top} (method, benchmark) by fit seconds:\n")
     print(markdown(by(trials, ["method", "benchmark"]).head(args.top)))
+    print(f"\nThe top {args.top} items (a method's cached step, or the rest of its fits, on a benchmark):\n")
+    print(markdown(steps(trials).head(args.top)))
     print(f"\nThe top {args.top} grid points by fit seconds:\n")
     print(markdown(by(trials, ["method", "benchmark", "point"]).head(args.top)))
     print("\nBy method:\n")

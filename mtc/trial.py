@@ -183,6 +183,7 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     Freed memory is kept for the next arrays from here on (mtc.numerics.heap)."""
     keep_freed_memory()
     solver = trial_solver(prototype, trial, cache)
+    steps_before = {} if cache is None else dict(cache.compute_seconds)
     start = time.perf_counter()
     with warnings.catch_warnings():  # recorded as degenerate/<task> and degenerate_tasks instead
         warnings.simplefilter("ignore", DegenerateFitWarning)
@@ -196,6 +197,7 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
                     "degenerate_tasks": float(np.count_nonzero(solver.degenerate_)),
                     "converged": float(solver.converged_), "fit_seconds": fit_seconds})
+    metrics.update(step_seconds(cache, steps_before))
     for name, value in record.scalars.items():
         metrics.update(scalar_metrics(name, value, names))
     traces = {key: values for name, trace in record.traces.items() for key, values in trace_metrics(name, trace, names).items()}
@@ -204,6 +206,17 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     return TrialOutcome(metrics, trace, traces, labels, matrices, bool(solver.converged_),
                         {task.name: task.n_samples for task in dataset.tasks},
                         [namer.names_by_id(t) for t in range(len(names))])
+
+
+def step_seconds(cache: Cache | None, before: dict[str, float]) -> dict[str, float]:
+    """``step_seconds/<step>``: the seconds this fit spent computing each cached step (k-means
+    starts, affinities, eigendecompositions: mtc.numerics.cache), for the steps it computed
+    rather than read; the rest of ``fit_seconds`` is the solver's own work. Nothing without a
+    cache (a single fit: nothing is shared)."""
+    if cache is None:
+        return {}
+    return {f"step_seconds/{step}": seconds - before.get(step, 0.0) for step, seconds in cache.compute_seconds.items()
+            if seconds > before.get(step, 0.0)}
 
 
 def trial_params(method: str, prototype: MultiTaskClusterer, trial: Trial, data_config: dict) -> dict:

@@ -151,6 +151,28 @@ def test_too_many_neighbours_is_rejected(planted):
         MTCFIR(n_clusters=2, neighbour_ratio=1.0).fit([X[:3] for X in planted.matrices])
 
 
+def test_a_trial_records_the_seconds_of_the_cached_steps_it_computed_and_not_of_those_it_read(planted):
+    """step_seconds/<step> (mtc.trial.step_seconds): the first trial computes mSDA's features, the
+    similarities and its seed's k-means labels; a second seed reads the first two from the cache
+    and computes only its own k-means; without a cache nothing is recorded."""
+    from mtc.config import Trial
+    from mtc.tasks import MultiTaskDataset, Task
+    from mtc.trial import run_trial
+
+    dataset = MultiTaskDataset("planted", tuple(Task(f"t{t}", X, y, ("a", "b", "c"))
+                                                for t, (X, y) in enumerate(zip(planted.matrices, planted.labels))))
+    cache, prototype = Cache(size=2), MTCFIR(n_clusters=3)
+    first = run_trial(dataset, prototype, Trial({}, 0), cache).metrics
+    second = run_trial(dataset, prototype, Trial({}, 1), cache).metrics
+    steps = {key for key in first if key.startswith("step_seconds/")}
+    assert steps == {"step_seconds/msda_features", "step_seconds/mtcfir_similarities", "step_seconds/kmeans_labels"}
+    assert {key for key in second if key.startswith("step_seconds/")} == {"step_seconds/kmeans_labels"}
+    assert 0 < sum(first[key] for key in steps) < first["fit_seconds"]
+    assert sum(cache.compute_seconds.values()) == pytest.approx(sum(first[key] for key in steps)
+                                                                + second["step_seconds/kmeans_labels"])
+    assert not any(key.startswith("step_seconds/") for key in run_trial(dataset, prototype, Trial({}, 0), None).metrics)
+
+
 def test_seed_independent_steps_are_cached_and_identical_without_the_cache(planted):
     cache = Cache(size=2)
     first = MTCFIR(n_clusters=3, random_state=0, cache=cache).fit(planted.matrices)

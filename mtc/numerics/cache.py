@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import socket
+import time
 import uuid
 from collections import OrderedDict
 from pathlib import Path
@@ -56,12 +57,17 @@ class Cache:
     ----------
     results : dict of str to OrderedDict
         Per step name, key -> result, most recently used last.
+    compute_seconds : dict of str to float
+        Per step name, the seconds spent computing its results (not those read from the cache
+        or its folder) since the Cache was made; a step's seconds include the steps it asks for.
+        The trial runner records each fit's share (mtc.trial.run_trial, ``step_seconds/<step>``).
     """
 
     def __init__(self, size: int = 2, folder: str | Path | None = None):
         self.size = size
         self.folder = folder
         self.results: dict[str, OrderedDict] = {}
+        self.compute_seconds: dict[str, float] = {}
 
     def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False, valid=None):
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
@@ -80,7 +86,9 @@ class Cache:
             with _one_computes(path):
                 result = _read(path, valid)  # another worker's, written while this one waited
                 if result is None:
+                    start = time.perf_counter()
                     result = compute()
+                    self.compute_seconds[step] = self.compute_seconds.get(step, 0.0) + time.perf_counter() - start
                     if path is not None:
                         _write(path, result)
         _freeze(result)
