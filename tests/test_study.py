@@ -5,6 +5,7 @@ tests/test_multinode.py runs a study against the two-node cluster and the Postgr
 import contextlib
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,12 +55,30 @@ def test_a_study_expands_its_entries_and_lists_them_in_a_dry_run(tiny_study):
     assert [line.split()[0] for line in lines[:4]] == ["kmeans-synthetic", "a_kmeans-synthetic", "kmeans-hard",
                                                        "a_kmeans-hard"]
     assert all(line.split()[1:5] == ["6", "trials", "to", "run"] and " about " in line for line in lines[:4])
+    assert all(re.search(r"\(calibration: first fit [\d.e-]+ s, next [\d.e-]+ s\)$", line) for line in lines[:4])
     assert lines[4].startswith("study tiny: 4 sweeps, 24 trials, 24 to run (0 sweeps finished); estimated ")
     after = dry_run_text(study, overrides).splitlines()
     assert all(line.endswith("finished") for line in after[:4])
     assert after[4] == "study tiny: 4 sweeps, 24 trials, 0 to run (4 sweeps finished)"
     only = dry_run_text(study, overrides, ["a_kmeans"]).splitlines()
     assert [line.split()[0] for line in only[:2]] == ["a_kmeans-synthetic", "a_kmeans-hard"] and len(only) == 3
+
+
+def test_the_calibration_fits_two_seeds_of_one_point_with_one_cache_as_a_worker_does(tiny_study, monkeypatch):
+    """The dry run's estimate without stored fits: the first fit computes the steps a sweep's
+    fits share, the second (another seed of the same grid point) reads them from the same cache."""
+    import mtc.trial
+
+    _, study, overrides, _, _ = tiny_study
+    plan = reproduce.plan_study(study, overrides, [])[0]
+    calls, real = [], mtc.trial.run_trial
+    monkeypatch.setattr(mtc.trial, "run_trial", lambda dataset, prototype, trial, cache:
+                        calls.append((trial, cache)) or real(dataset, prototype, trial, cache))
+    first, following = reproduce.calibration_seconds(plan)
+    assert first > 0 and following > 0 and len(calls) == 2
+    (a, cache_a), (b, cache_b) = calls
+    assert a.point == b.point == plan.trials[0].point and a.seed == plan.trials[0].seed != b.seed
+    assert cache_a is cache_b is not None
 
 
 def test_a_study_runs_every_sweep_in_one_tuner_and_writes_its_compare_folder(tiny_study):
