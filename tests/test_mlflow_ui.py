@@ -134,13 +134,17 @@ def test_children_log_sample_counts_as_params_and_the_documented_metrics(sweep):
     per_task = {f"{metric}/{task}" for metric in (*METRIC_NAMES, "silhouette") for task in [*TASKS, "mean"]}
     documented = per_task | {"n_iter", "converged", "fit_seconds", "objective/final", "objective/relative",
                              tracking.OBJECTIVE_TRACE}  # docs/architecture.md; MTCMRL's record has no scalars
+    steps = {"step_seconds/mtcmrl_preparation", "step_seconds/kmeans_labels"}  # computed, not read from the cache
+    timed = set()
     for summary in child_runs(result, server):
         run = server.get("/api/2.0/mlflow/runs/get", run_id=summary["info"]["run_id"])["run"]
         # no n_samples/<task> metric (no sample-count charts); the degenerate tasks' counts, where logged
         assert documented <= metrics_of(run) <= documented | {f"degenerate/{task}" for task in TASKS} | {
-            tracking.DEGENERATE_TASKS}
+            tracking.DEGENERATE_TASKS} | steps
+        timed |= metrics_of(run) & steps
         params = params_of(run)
         assert {params[f"n_samples.{task}"] for task in TASKS} == {str(SAMPLES_PER_TASK)}
+    assert timed == steps  # each worker's first fit computes MTCMRL's preparation, each seed its k-means
     history = server.get("/api/2.0/mlflow/metrics/get-history", run_id=summary["info"]["run_id"],
                          metric_key=tracking.OBJECTIVE_TRACE)["metrics"]
     assert [m["step"] for m in history] == sorted(m["step"] for m in history) and history[0]["step"] == 0

@@ -29,7 +29,9 @@ QUIET_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0",
              # set_terminated otherwise fetches the whole run again to print its link: one extra
              # request per trial (benchmarks/server_throughput.py, run_links=off)
              "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
-HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5",  # waits 1, 2, 4, 8, 16 s (+ jitter)
+# waits 1, 2, 4, ..., 64 s (+ jitter), about 2 minutes in all: a server restarted on a loaded
+# machine took more than the 31 s of 5 tries to answer again (2 of 12 results lost in CI)
+HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "7",
                   "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")  # basic auth (mtc.stack --auth)
