@@ -206,3 +206,27 @@ def test_sparse_data_through_x_and_u_gives_the_dense_fit():
         fits = [MTCMRL(n_clusters=3, row_space=row_space, stopping="relative", tol=0, max_iter=15,
                        random_state=1).fit(tasks) for tasks in (sparse, dense)]
         np.testing.assert_allclose(fits[0].objective_trace_, fits[1].objective_trace_, rtol=1e-10)
+
+
+def test_a_task_gram_svd_is_computed_once_for_its_ridge_factor_and_its_seeding(monkeypatch):
+    """Without the row space and with d > n (20NG), a task's ridge factor and the k-means
+    seeding's coordinates come from one eigendecomposition of its Gram matrix, not two, and
+    are the same bits as each computed on its own."""
+    import scipy.sparse as sp
+
+    from mtc.methods import mtcmrl
+    from mtc.numerics import linalg
+    from mtc.numerics.seeding import kmeans_coordinates
+
+    tasks = [sp.random(40, 300, density=0.05, random_state=seed, format="csr") for seed in range(3)]
+    calls = []
+    eigh = linalg.scipy.linalg.eigh
+    monkeypatch.setattr(linalg.scipy.linalg, "eigh", lambda A, *a, **k: calls.append(A.shape) or eigh(A, *a, **k))
+    model = MTCMRL(n_clusters=3, row_space=False, max_iter=0, random_state=0)
+    M, _, space, factors, seeding = model._prepare(tasks, row_space=False)
+    assert space is None and calls == [(40, 40)] * 3  # one per task
+    for X, factor, C in zip(tasks, factors, seeding):
+        alone = mtcmrl.RidgeFactor(X)
+        np.testing.assert_array_equal(factor.U, alone.U)
+        np.testing.assert_array_equal(factor.s, alone.s)
+        np.testing.assert_array_equal(C, kmeans_coordinates(X))

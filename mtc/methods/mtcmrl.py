@@ -96,12 +96,12 @@ class RidgeFactor:
     With more samples than features the SVD comes from the d x d Gram matrix X'X instead
     (right_gram_svd: no n x n array), and V is kept."""
 
-    def __init__(self, X):
+    def __init__(self, X, svd: tuple[np.ndarray, np.ndarray] | None = None):
         if X.shape[0] > X.shape[1]:
             self.V, self.s = right_gram_svd(X)
             self.X = self.U = None
             return
-        U, self.s = gram_svd(X)
+        U, self.s = gram_svd(X) if svd is None else svd  # svd: gram_svd(X) when the caller has it
         through_X = sp.issparse(X) and X.nnz + U.size < X.shape[1] * self.s.size
         self.X, self.U = (sp.csr_matrix(X), U / self.s[None, :]) if through_X else (None, None)
         self.V = None if through_X else np.asarray(X.T @ U) / self.s[None, :]
@@ -309,10 +309,15 @@ class MTCMRL(MultiTaskClusterer):
         M_sq = [squared_norm(Mt) for Mt in M]
         space = RowSpace(matrices) if row_space else None  # exact change of coordinates, see RowSpace
         X = space.Z if space is not None else matrices
-        factors = [RidgeFactor(Xt) for Xt in X] if self.w_solver == "ridge" else None
+        # Without the row space and with d > n, a task's ridge factor and its seeding's
+        # coordinates are the same thin SVD of X^t: one eigh of its Gram matrix, not two (the
+        # same bits; 2.3 s of 10.4 on a fresh 20NG fit)
+        svds = [gram_svd(Xt) if space is None and Xt.shape[1] > Xt.shape[0] else None for Xt in matrices]
+        factors = [RidgeFactor(Xt, svd) for Xt, svd in zip(X, svds)] if self.w_solver == "ridge" else None
         # seed-free (1.7 s of a 20NG fit otherwise); None where they are X itself, which the
         # cache would freeze (it makes what it keeps read-only)
-        seeding = [None if C is Xt else C for Xt, C in ((Xt, kmeans_coordinates(Xt)) for Xt in matrices)]
+        coordinates = (kmeans_coordinates(Xt, svd) for Xt, svd in zip(matrices, svds))
+        seeding = [None if C is Xt else C for Xt, C in zip(matrices, coordinates)]
         return M, M_sq, space, factors, seeding
 
     def _fit(self, matrices, n_clusters, rng):

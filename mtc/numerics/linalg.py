@@ -73,9 +73,10 @@ def right_gram_svd(X) -> tuple[np.ndarray, np.ndarray]:
     return V[:, keep], np.sqrt(s2[keep])
 
 
-def row_space_coordinates(X) -> np.ndarray:
+def row_space_coordinates(X, svd: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """n x r coordinates U S of the rows of X in an orthonormal basis of their span: every
     pairwise distance and inner product is kept, so k-means on them is k-means on X, but
-    costs O(n r) per step instead of O(n d) when d > n (documents, stacked mSDA features)."""
-    U, s = gram_svd(X)
+    costs O(n r) per step instead of O(n d) when d > n (documents, stacked mSDA features).
+    ``svd``: ``gram_svd(X)`` when the caller has it already (the same bits, one eigh less)."""
+    U, s = gram_svd(X) if svd is None else svd
     return U * s[None, :]

@@ -40,11 +40,12 @@ def seed_from(rng: np.random.Generator) -> int:
     return int(rng.integers(2**31 - 1))
 
 
-def kmeans_coordinates(X):
+def kmeans_coordinates(X, svd=None):
     """X itself, or the exact row-space coordinates of its rows when d > n: k-means on them is
     k-means on X (every distance kept) at O(n r) per step. Seed-independent: a solver with a
-    cache may keep it and pass it to kmeans_labels instead of X (same labels)."""
-    return row_space_coordinates(X) if X.shape[1] > X.shape[0] else X
+    cache may keep it and pass it to kmeans_labels instead of X (same labels). ``svd``:
+    ``gram_svd(X)`` when the caller has it already (mtc.numerics.linalg.row_space_coordinates)."""
+    return row_space_coordinates(X, svd) if X.shape[1] > X.shape[0] else X
 
 
 def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: Cache | None = None) -> np.ndarray:
