@@ -153,8 +153,9 @@ def test_too_many_neighbours_is_rejected(planted):
 
 def test_a_trial_records_the_seconds_of_the_cached_steps_it_computed_and_not_of_those_it_read(planted):
     """step_seconds/<step> (mtc.trial.step_seconds): the first trial computes mSDA's features, the
-    similarities and its seed's k-means labels; a second seed reads the first two from the cache
-    and computes only its own k-means; without a cache nothing is recorded."""
+    similarities, the seeding's coordinates and its seed's k-means labels; a second seed reads the
+    first three from the cache and computes only its own k-means; without a cache nothing is
+    recorded."""
     from mtc.config import Trial
     from mtc.tasks import MultiTaskDataset, Task
     from mtc.trial import run_trial
@@ -165,7 +166,8 @@ def test_a_trial_records_the_seconds_of_the_cached_steps_it_computed_and_not_of_
     first = run_trial(dataset, prototype, Trial({}, 0), cache).metrics
     second = run_trial(dataset, prototype, Trial({}, 1), cache).metrics
     steps = {key for key in first if key.startswith("step_seconds/")}
-    assert steps == {"step_seconds/msda_features", "step_seconds/mtcfir_similarities", "step_seconds/kmeans_labels"}
+    assert steps == {"step_seconds/msda_features", "step_seconds/mtcfir_similarities", "step_seconds/mtcfir_seeding",
+                     "step_seconds/kmeans_labels"}
     assert {key for key in second if key.startswith("step_seconds/")} == {"step_seconds/kmeans_labels"}
     assert 0 < sum(first[key] for key in steps) < first["fit_seconds"]
     assert sum(cache.compute_seconds.values()) == pytest.approx(sum(first[key] for key in steps)
@@ -182,6 +184,13 @@ def test_seed_independent_steps_are_cached_and_identical_without_the_cache(plant
     # a new neighbour ratio reuses step 1 but not step 2, and seed 0's k-means labels (one per task and seed)
     assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 2
     assert len(cache.results["kmeans_labels"]) == 2 * len(planted.matrices)
+    # the seeding's coordinates, once per features: mSDA's features are wider than a task's 90
+    # samples, so the exact row-space coordinates (90 x rank), not the features themselves
+    (coordinates,) = cache.results["mtcfir_seeding"].values()
+    (features,) = cache.results["msda_features"].values()
+    assert features.shape[1] > planted.matrices[0].shape[0]
+    assert [C.shape[0] for C in coordinates] == [X.shape[0] for X in planted.matrices]
+    assert all(C.shape[1] <= C.shape[0] for C in coordinates)
     fresh_point = MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0).fit(planted.matrices)
     np.testing.assert_array_equal(other_point.objective_trace_, fresh_point.objective_trace_)
     np.testing.assert_array_equal(first.task_weights_, second.task_weights_)
