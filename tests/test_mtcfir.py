@@ -153,9 +153,9 @@ def test_too_many_neighbours_is_rejected(planted):
 
 def test_a_trial_records_the_seconds_of_the_cached_steps_it_computed_and_not_of_those_it_read(planted):
     """step_seconds/<step> (mtc.trial.step_seconds): the first trial computes mSDA's features, the
-    similarities, the seeding's coordinates and its seed's k-means labels; a second seed reads the
-    first three from the cache and computes only its own k-means; without a cache nothing is
-    recorded."""
+    relations, the similarities, the seeding's coordinates and its seed's k-means labels; a second
+    seed reads the first four from the cache and computes only its own k-means; without a cache
+    nothing is recorded."""
     from mtc.config import Trial
     from mtc.tasks import MultiTaskDataset, Task
     from mtc.trial import run_trial
@@ -166,8 +166,8 @@ def test_a_trial_records_the_seconds_of_the_cached_steps_it_computed_and_not_of_
     first = run_trial(dataset, prototype, Trial({}, 0), cache).metrics
     second = run_trial(dataset, prototype, Trial({}, 1), cache).metrics
     steps = {key for key in first if key.startswith("step_seconds/")}
-    assert steps == {"step_seconds/msda_features", "step_seconds/mtcfir_similarities", "step_seconds/mtcfir_seeding",
-                     "step_seconds/kmeans_labels"}
+    assert steps == {"step_seconds/msda_features", "step_seconds/mtcfir_relations", "step_seconds/mtcfir_similarities",
+                     "step_seconds/mtcfir_seeding", "step_seconds/kmeans_labels"}
     assert {key for key in second if key.startswith("step_seconds/")} == {"step_seconds/kmeans_labels"}
     assert 0 < sum(first[key] for key in steps) < first["fit_seconds"]
     assert sum(cache.compute_seconds.values()) == pytest.approx(sum(first[key] for key in steps)
@@ -181,8 +181,10 @@ def test_seed_independent_steps_are_cached_and_identical_without_the_cache(plant
     second = MTCFIR(n_clusters=3, random_state=1, cache=cache).fit(planted.matrices)
     assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 1
     other_point = MTCFIR(n_clusters=3, neighbour_ratio=0.5, random_state=0, cache=cache).fit(planted.matrices)
-    # a new neighbour ratio reuses step 1 but not step 2, and seed 0's k-means labels (one per task and seed)
+    # a new neighbour ratio reuses step 1 and the relations but not the rest of step 2, and seed
+    # 0's k-means labels (one per task and seed)
     assert len(cache.results["msda_features"]) == 1 and len(cache.results["mtcfir_similarities"]) == 2
+    assert len(cache.results["mtcfir_relations"]) == 1 and cache.compute_seconds.keys() >= {"mtcfir_relations"}
     assert len(cache.results["kmeans_labels"]) == 2 * len(planted.matrices)
     # the seeding's coordinates, once per features: mSDA's features are wider than a task's 90
     # samples, so the exact row-space coordinates (90 x rank), not the features themselves

@@ -238,3 +238,24 @@ def test_workers_asking_for_one_persisted_step_at_once_compute_it_once(tmp_path)
     assert log.read_text() == "computed\n"
     results = [np.load(path) for path in sorted(tmp_path.glob("log.*.npy"))]
     assert len(results) == 2 and all(np.array_equal(result, np.arange(5.0)) for result in results)
+
+
+def test_a_step_computed_inside_another_counts_as_its_own_seconds_not_the_outer_ones(monkeypatch):
+    """compute_seconds is exclusive: the outer step's seconds leave out the inner step's, so the
+    steps of a fit add up to the time spent computing them (benchmarks/study_profile.py sums
+    them beside the rest of the fit). A clock advanced by the steps themselves."""
+    import mtc.numerics.cache as cache_module
+
+    clock = [0.0]
+    monkeypatch.setattr(cache_module.time, "perf_counter", lambda: clock[0])
+
+    def spend(seconds, result):
+        clock[0] += seconds
+        return result
+
+    cache = Cache()
+    outer = cache.get("outer", 1, lambda: spend(2.0, cache.get("inner", 1, lambda: spend(5.0, np.ones(2))) + 1))
+    cache.get("outer", 2, lambda: spend(1.0, cache.get("inner", 1, lambda: spend(5.0, np.ones(2)))))  # inner kept
+    assert outer.tolist() == [2.0, 2.0]
+    assert cache.compute_seconds == {"inner": 5.0, "outer": 3.0}
+    assert sum(cache.compute_seconds.values()) == clock[0] == 8.0

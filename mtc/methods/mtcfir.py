@@ -143,7 +143,7 @@ class MTCFIR(MultiTaskClusterer):
         self.mmd_after_ = mean_embedding_mmd(features)
         key = (features_key, tuple(neighbours), self.consistent, self.learned_weights)
         alpha, similarities = cached(self.cache, "mtcfir_similarities", key,
-                                     lambda: self._similarity_step(features, neighbours))
+                                     lambda: self._similarity_step(features, features_key, neighbours))
         self.task_weights_ = alpha / np.diag(alpha)[:, None]  # alpha_t^t = 1, as Tables 8-11
         # The k-means seeding's exact coordinates of each task's features (an eigendecomposition
         # when d > n: 1.1 s of a 20NG fit), once per features, not once per seed; None where
@@ -165,14 +165,17 @@ class MTCFIR(MultiTaskClusterer):
         self.record_.matrices["task_weights"] = LabelledMatrix.single(
             self.task_weights_, "task", "task", "task weights alpha (row t: weights of every task s for task t)")
 
-    def _similarity_step(self, features, neighbours) -> tuple[np.ndarray, list[np.ndarray]]:
+    def _similarity_step(self, features, features_key, neighbours) -> tuple[np.ndarray, list[np.ndarray]]:
         """Step 2: task weights alpha and one similarity matrix per task (no randomness, so
         kept in the cache: the seeds of a grid point share it)."""
         T = len(features)
         # the relations serve the learned weights (Eq. 20) and, for features wider than all tasks'
-        # samples, the distances; MTCFIR-nR on Handdigits needs neither (3.3 s of its 9 s step)
+        # samples, the distances; MTCFIR-nR on Handdigits needs neither (3.3 s of its 9 s step).
+        # They depend on the features alone, so the grid's neighbour ratios share them (9.2 s of
+        # a 20NG point's 10.6 s step); one set kept (the grid's points run corruption by corruption)
         needed = self.learned_weights or (self.consistent and distances_use_relations(features))
-        relations = relation_matrices(features) if needed else None
+        relations = cached(self.cache, "mtcfir_relations", features_key, lambda: relation_matrices(features),
+                           keep=1) if needed else None
         alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
         if self.consistent:  # Algorithm 3, lines 6-10; Sec. 3.5. At most 2 l non-zeros per row: built
             # sparse from the l x n weights and kept sparse when that is under a quarter of the

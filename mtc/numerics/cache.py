@@ -59,8 +59,10 @@ class Cache:
         Per step name, key -> result, most recently used last.
     compute_seconds : dict of str to float
         Per step name, the seconds spent computing its results (not those read from the cache
-        or its folder) since the Cache was made; a step's seconds include the steps it asks for.
-        The trial runner records each fit's share (mtc.trial.run_trial, ``step_seconds/<step>``).
+        or its folder) since the Cache was made; a step that asks for another while computing
+        counts the other's seconds as the other's, not its own, so the steps of a fit and the
+        rest of it add up to its seconds. The trial runner records each fit's share
+        (mtc.trial.run_trial, ``step_seconds/<step>``).
     """
 
     def __init__(self, size: int = 2, folder: str | Path | None = None):
@@ -68,6 +70,7 @@ class Cache:
         self.folder = folder
         self.results: dict[str, OrderedDict] = {}
         self.compute_seconds: dict[str, float] = {}
+        self._nested_seconds = 0.0  # seconds of the steps computed inside the step being computed
 
     def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False, valid=None):
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
@@ -86,9 +89,15 @@ class Cache:
             with _one_computes(path):
                 result = _read(path, valid)  # another worker's, written while this one waited
                 if result is None:
+                    outer, self._nested_seconds = self._nested_seconds, 0.0
                     start = time.perf_counter()
-                    result = compute()
-                    self.compute_seconds[step] = self.compute_seconds.get(step, 0.0) + time.perf_counter() - start
+                    try:
+                        result = compute()
+                    finally:
+                        elapsed = time.perf_counter() - start
+                        own = elapsed - self._nested_seconds
+                        self._nested_seconds = outer + elapsed
+                    self.compute_seconds[step] = self.compute_seconds.get(step, 0.0) + own
                     if path is not None:
                         _write(path, result)
         _freeze(result)
@@ -159,8 +168,8 @@ def _write(path: Path, result: np.ndarray) -> None:
 
 
 def _freeze(value) -> None:
-    """Make every array (dense, or a sparse matrix's arrays) in a (nested) tuple/list result
-    read-only."""
+    """Make every array (dense, or a sparse matrix's arrays) in a (nested) tuple/list result,
+    or among a dict result's values, read-only."""
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
     elif sp.issparse(value):
@@ -169,3 +178,5 @@ def _freeze(value) -> None:
     elif isinstance(value, (tuple, list)):
         for item in value:
             _freeze(item)
+    elif isinstance(value, dict):
+        _freeze(list(value.values()))
