@@ -154,8 +154,8 @@ def test_too_many_neighbours_is_rejected(planted):
 def test_a_trial_records_the_seconds_of_the_cached_steps_it_computed_and_not_of_those_it_read(planted):
     """step_seconds/<step> (mtc.trial.step_seconds): the first trial computes mSDA's features, the
     relations, the similarities, the seeding's coordinates and its seed's k-means labels; a second
-    seed reads the first four from the cache and computes only its own k-means; without a cache
-    nothing is recorded."""
+    seed reads the features, the similarities and the coordinates from the cache and computes only
+    its own k-means; without a cache nothing is recorded."""
     from mtc.config import Trial
     from mtc.tasks import MultiTaskDataset, Task
     from mtc.trial import run_trial
@@ -241,3 +241,18 @@ def test_snmf_on_the_sparse_similarity_gives_the_dense_trace(planted, update):
         (_, sparse), (_, dense) = (snmf(S, Y, update=update, tol=0, max_iter=60) for S in (M, M.toarray()))
         np.testing.assert_allclose(sparse.trace, dense.trace, rtol=1e-10)
         np.testing.assert_array_equal(sparse.labels, dense.labels)
+
+
+def test_the_same_rows_split_into_other_tasks_share_no_cached_step(planted):
+    """The cached steps are keyed by what the features come from: the stacked rows, their split
+    into tasks, p and g. The same rows split otherwise are other tasks (other relations, task
+    weights and seeding coordinates): a shared Cache gives what a fresh fit gives."""
+    rows = np.vstack(planted.matrices[:2])
+    splits = ([rows[:90], rows[90:]], [rows[:60], rows[60:]])
+    cache = Cache()
+    for tasks in splits:
+        kept = MTCFIR(n_clusters=3, random_state=0, cache=cache).fit(tasks)
+        fresh = MTCFIR(n_clusters=3, random_state=0).fit(tasks)
+        np.testing.assert_array_equal(kept.task_weights_, fresh.task_weights_)
+        np.testing.assert_array_equal(kept.objective_trace_, fresh.objective_trace_)
+    assert len(cache.results["mtcfir_relations"]) == 1 and len(cache.results["msda_features"]) == 2

@@ -244,10 +244,12 @@ def test_a_step_computed_inside_another_counts_as_its_own_seconds_not_the_outer_
     """compute_seconds is exclusive: the outer step's seconds leave out the inner step's, so the
     steps of a fit add up to the time spent computing them (benchmarks/study_profile.py sums
     them beside the rest of the fit). A clock advanced by the steps themselves."""
+    from types import SimpleNamespace
+
     import mtc.numerics.cache as cache_module
 
     clock = [0.0]
-    monkeypatch.setattr(cache_module.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(cache_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
 
     def spend(seconds, result):
         clock[0] += seconds
@@ -259,3 +261,15 @@ def test_a_step_computed_inside_another_counts_as_its_own_seconds_not_the_outer_
     assert outer.tolist() == [2.0, 2.0]
     assert cache.compute_seconds == {"inner": 5.0, "outer": 3.0}
     assert sum(cache.compute_seconds.values()) == clock[0] == 8.0
+
+
+def test_a_step_drops_its_oldest_result_before_computing_a_new_one():
+    """At ``keep`` results, the least recently used is dropped before the next is computed, so
+    two large results of a step (MTCFIR's relations) are never held at once."""
+    cache, held = Cache(), []
+    cache.get("step", "a", lambda: np.zeros(2), keep=1)
+    cache.get("step", "b", lambda: held.append(list(cache.results["step"])) or np.ones(2), keep=1)
+    assert held == [[]] and list(cache.results["step"]) == ["b"]
+    for key in "cde":
+        cache.get("other", key, lambda: np.zeros(1))
+    assert list(cache.results["other"]) == ["d", "e"]  # the default size, 2

@@ -73,9 +73,9 @@ class MTCFIR(MultiTaskClusterer):
         SNMF iterations at most.
     cache : Cache or None, default=None
         Keeps the deterministic steps 1 and 2 for the next fit on the same data and
-        parameters (the seeds of a grid point), and each seed's k-means labels for the
-        grid points that share features (every neighbour ratio at one corruption); results
-        are identical without it.
+        parameters (the seeds of a grid point); per features (every neighbour ratio at one
+        corruption), the relation matrices of step 2, the k-means seeding's coordinates and
+        each seed's k-means labels; results are identical without it.
     random_state : int, Generator or None, default=None
         Seed of the k-means initialisation of SNMF.
 
@@ -132,7 +132,7 @@ class MTCFIR(MultiTaskClusterer):
         self.mmd_before_ = mean_embedding_mmd(matrices)
         if self.common_features:  # step 1
             stacked = stack_rows(matrices)
-            features_key = (fingerprint(stacked), float(self.corruption), int(self.n_layers))
+            features_key = (fingerprint(stacked), tuple(row_counts(matrices)), float(self.corruption), int(self.n_layers))
             Z = cached(self.cache, "msda_features", features_key,
                        lambda: msda_features(stacked, self.corruption, self.n_layers))
             features = split_rows(Z, row_counts(matrices))

@@ -44,7 +44,8 @@ def fingerprint(*matrices) -> str:
 
 
 class Cache:
-    """The last ``size`` results of every step, by key (least recently used dropped first).
+    """The last ``size`` results of every step, by key (least recently used dropped first, before
+    a new result is computed).
 
     Parameters
     ----------
@@ -60,8 +61,8 @@ class Cache:
     compute_seconds : dict of str to float
         Per step name, the seconds spent computing its results (not those read from the cache
         or its folder) since the Cache was made; a step that asks for another while computing
-        counts the other's seconds as the other's, not its own, so the steps of a fit and the
-        rest of it add up to its seconds. The trial runner records each fit's share
+        leaves out the other's computing seconds (counted as the other's), so the steps of a
+        fit and the rest of it add up to its seconds. The trial runner records each fit's share
         (mtc.trial.run_trial, ``step_seconds/<step>``).
     """
 
@@ -83,6 +84,8 @@ class Cache:
         if key in kept:
             kept.move_to_end(key)
             return kept[key]
+        while len(kept) >= (self.size if keep is None else keep):  # before the new result, not after
+            kept.popitem(last=False)  # it: the dropped one's memory is free while the new one is computed
         path = self.path(step, key) if persist and self.folder is not None else None
         result = _read(path, valid)
         if result is None:
@@ -102,8 +105,6 @@ class Cache:
                         _write(path, result)
         _freeze(result)
         kept[key] = result
-        if len(kept) > (self.size if keep is None else keep):
-            kept.popitem(last=False)
         return result
 
     def path(self, step: str, key) -> Path:
