@@ -273,3 +273,20 @@ def test_a_step_drops_its_oldest_result_before_computing_a_new_one():
     for key in "cde":
         cache.get("other", key, lambda: np.zeros(1))
     assert list(cache.results["other"]) == ["d", "e"]  # the default size, 2
+
+
+def test_the_seeding_coordinates_are_the_same_bits_on_one_and_two_blas_threads():
+    """The k-means seeding's coordinates (an eigendecomposition for d > n) are computed on one
+    BLAS thread whatever the caller's (mtc.numerics.seeding.seeding_svd): at 300 x 600 the
+    eigendecomposition on two threads is other bits, and k-means on such coordinates gives other
+    partitions (20NG: 6-9 of 10 seeds), so a fit's numbers would depend on its thread count."""
+    from threadpoolctl import threadpool_limits
+
+    from mtc.numerics.seeding import kmeans_coordinates
+
+    X = sp.random(300, 600, density=0.05, random_state=0, format="csr")
+    coordinates = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            coordinates.append(kmeans_coordinates(X))
+    np.testing.assert_array_equal(*coordinates)

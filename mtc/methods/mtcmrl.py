@@ -51,7 +51,7 @@ from mtc.numerics.affinity import affinity_matrix, cosine_operator, squared_dist
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import has_converged
 from mtc.numerics.linalg import gram_svd, right_gram_svd, self_gram, squared_norm
-from mtc.numerics.seeding import initial_indicator, kmeans_coordinates
+from mtc.numerics.seeding import initial_indicator, kmeans_coordinates, seeding_svd
 from mtc.numerics.simplex import G_SOLVERS, solve_simplex_rows
 from mtc.numerics.snmf import EPS
 from mtc.numerics.stacking import row_counts, split_rows, stack_rows
@@ -310,9 +310,9 @@ class MTCMRL(MultiTaskClusterer):
         space = RowSpace(matrices) if row_space else None  # exact change of coordinates, see RowSpace
         X = space.Z if space is not None else matrices
         # Without the row space and with d > n, a task's ridge factor and its seeding's
-        # coordinates are the same thin SVD of X^t: one eigh of its Gram matrix, not two (the
-        # same bits; 2.3 s of 10.4 on a fresh 20NG fit)
-        svds = [gram_svd(Xt) if space is None and Xt.shape[1] > Xt.shape[0] else None for Xt in matrices]
+        # coordinates are the same thin SVD of X^t: one eigh of its Gram matrix, not two (2.3 s
+        # of 10.4 on a fresh 20NG fit), on one thread as the seeding needs (seeding_svd)
+        svds = [seeding_svd(Xt) if space is None and Xt.shape[1] > Xt.shape[0] else None for Xt in matrices]
         factors = [RidgeFactor(Xt, svd) for Xt, svd in zip(X, svds)] if self.w_solver == "ridge" else None
         # seed-free (1.7 s of a 20NG fit otherwise); None where they are X itself, which the
         # cache would freeze (it makes what it keeps read-only)

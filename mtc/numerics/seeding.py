@@ -27,9 +27,10 @@ import scipy
 import sklearn
 from sklearn.cluster import KMeans
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads  # the threads KMeans itself runs on
+from threadpoolctl import threadpool_limits
 
 from mtc.numerics.cache import Cache, fingerprint
-from mtc.numerics.linalg import row_space_coordinates
+from mtc.numerics.linalg import gram_svd, row_space_coordinates
 
 SEEDINGS = ("kmeans", "random")
 KMEANS_KEPT = 128  # labels kept per worker: 10 seeds x up to 6 tasks x 2 feature sets, a few MiB at n = 5000
@@ -41,12 +42,23 @@ def seed_from(rng: np.random.Generator) -> int:
     return int(rng.integers(2**31 - 1))
 
 
+def seeding_svd(X) -> tuple[np.ndarray, np.ndarray]:
+    """``gram_svd(X)`` on one BLAS thread, whatever the caller's: the k-means seeding's
+    coordinates must not depend on how many threads a fit runs on. On 20NG's tasks the
+    coordinates computed on 1 and 2 threads are 1e-13 apart, and k-means on them gave another
+    partition for 6-9 of 10 seeds (a sweep's fits run on one thread, so they are its numbers)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return gram_svd(X)
+
+
 def kmeans_coordinates(X, svd=None):
     """X itself, or the exact row-space coordinates of its rows when d > n: k-means on them is
     k-means on X (every distance kept) at O(n r) per step. Seed-independent: a solver with a
     cache may keep it and pass it to kmeans_labels instead of X (same labels). ``svd``:
-    ``gram_svd(X)`` when the caller has it already (mtc.numerics.linalg.row_space_coordinates)."""
-    return row_space_coordinates(X, svd) if X.shape[1] > X.shape[0] else X
+    ``seeding_svd(X)`` when the caller has it already; computed so otherwise."""
+    if X.shape[1] <= X.shape[0]:
+        return X
+    return row_space_coordinates(X, seeding_svd(X) if svd is None else svd)
 
 
 def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: Cache | None = None) -> np.ndarray:
