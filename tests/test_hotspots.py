@@ -456,12 +456,12 @@ def test_mtcfir_nr_skips_the_relations_its_distances_do_not_read(monkeypatch):
         raise AssertionError("relation matrices computed")
 
     monkeypatch.setattr(mtcfir, "relation_matrices", refused)
-    alpha, similarities = mtcfir.MTCFIRnR()._similarity_step(features, neighbours)
+    alpha, similarities = mtcfir.MTCFIRnR()._similarity_step(features, "features", neighbours)
     np.testing.assert_array_equal(alpha, np.ones((2, 2)))
     for got, want in zip(similarities, expected):
         np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got, want)
     with pytest.raises(AssertionError, match="relation matrices computed"):
-        mtcfir.MTCFIR()._similarity_step(features, neighbours)
+        mtcfir.MTCFIR()._similarity_step(features, "features", neighbours)
 
 
 def literal_adaptive_neighbours(A, l):
