@@ -256,3 +256,39 @@ def test_the_same_rows_split_into_other_tasks_share_no_cached_step(planted):
         np.testing.assert_array_equal(kept.task_weights_, fresh.task_weights_)
         np.testing.assert_array_equal(kept.objective_trace_, fresh.objective_trace_)
     assert len(cache.results["mtcfir_relations"]) == 1 and len(cache.results["msda_features"]) == 2
+
+
+def test_msda_features_are_shared_through_the_cache_folder_by_mtcfir_and_its_ablations(planted, tmp_path, monkeypatch):
+    """A second worker's cache with the same folder (and MTCFIR-nR, whose features are MTCFIR's)
+    reads mSDA's features from the file the first wrote instead of computing them: the same
+    bits, so the same fit; another corruption is another file; features computed on two BLAS
+    threads are kept in memory only; a damaged file is computed again."""
+    from threadpoolctl import threadpool_limits
+
+    from mtc.numerics import msda
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        first = MTCFIR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+    (file,) = (tmp_path / "msda_features").glob("*.npy")
+    computed = []
+    real = msda.msda_features
+    monkeypatch.setattr(msda, "msda_features", lambda *args: computed.append(args[1:]) or real(*args))
+    with threadpool_limits(limits=1, user_api="blas"):
+        again = MTCFIR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+        ablation = MTCFIRnR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+        fresh_ablation = MTCFIRnR(n_clusters=3, random_state=0).fit(planted.matrices)
+        assert computed == [(0.5, 3)]  # the fresh fit's, not the cached ones'
+        np.testing.assert_array_equal(again.objective_trace_, first.objective_trace_)
+        np.testing.assert_array_equal(ablation.objective_trace_, fresh_ablation.objective_trace_)
+        MTCFIR(n_clusters=3, corruption=0.7, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+    assert computed[-1] == (0.7, 3) and len(list((tmp_path / "msda_features").glob("*.npy"))) == 2
+    with threadpool_limits(limits=2, user_api="blas"):
+        if msda.blas_threads() == 2:  # a BLAS that can run on two threads here
+            MTCFIR(n_clusters=3, corruption=0.6, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+            assert computed[-1] == (0.6, 3) and len(list((tmp_path / "msda_features").glob("*.npy"))) == 2
+    file.write_bytes(b"not an array")
+    computed.clear()
+    with threadpool_limits(limits=1, user_api="blas"):
+        repaired = MTCFIR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+    assert computed == [(0.5, 3)] and np.load(file).shape == (180, planted.matrices[0].shape[1] * 4)
+    np.testing.assert_array_equal(repaired.objective_trace_, first.objective_trace_)

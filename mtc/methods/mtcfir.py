@@ -28,7 +28,7 @@ from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.consistent_similarity import (consistent_similarity, distance_matrices, distances_use_relations,
                                                 relation_matrices, task_weights)
 from mtc.numerics.convergence import summed_traces
-from mtc.numerics.msda import msda_features
+from mtc.numerics.msda import kept_msda_features
 from mtc.numerics.seeding import initial_indicator, kmeans_coordinates
 from mtc.numerics.snmf import snmf
 from mtc.numerics.stacking import row_counts, split_rows, stack_rows
@@ -133,8 +133,7 @@ class MTCFIR(MultiTaskClusterer):
         if self.common_features:  # step 1
             stacked = stack_rows(matrices)
             features_key = (fingerprint(stacked), tuple(row_counts(matrices)), float(self.corruption), int(self.n_layers))
-            Z = cached(self.cache, "msda_features", features_key,
-                       lambda: msda_features(stacked, self.corruption, self.n_layers))
+            Z = kept_msda_features(stacked, self.corruption, self.n_layers, features_key, self.cache)
             features = split_rows(Z, row_counts(matrices))
         else:
             features, features_key = matrices, fingerprint(*matrices)

@@ -10,11 +10,13 @@ read-only, since several fits share them.
 A Cache with a ``folder`` also keeps the results of steps asked to ``persist`` there, one
 ``.npy`` file per result: the workers of a machine, and later sweeps, then share them. A sweep
 gives its workers' caches a folder beside the processed datasets (``steps/`` in
-``data.cache_dir``) and persists only the k-means labels of the seeding (small, deterministic for
-a key that names everything they depend on: mtc.numerics.seeding.kmeans_labels). Two workers
-fitting the same data with different methods or grid points (MTCFIR and its ablations on one
-corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same k-means each, nor at
-the same moment: one computes a result while the others wait on its lock file, then read it.
+``data.cache_dir``) and persists the k-means labels of the seeding (small, deterministic for
+a key that names everything they depend on: mtc.numerics.seeding.kmeans_labels) and mSDA's
+features (MTCFIR's step 1: mtc.numerics.msda.kept_msda_features; 513 MB at one 20NG corruption).
+Two workers fitting the same data with different methods or grid points (MTCFIR and its
+ablations on one corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same
+k-means or mSDA each, nor at the same moment: one computes a result while the others wait on
+its lock file, then read it.
 """
 
 from __future__ import annotations

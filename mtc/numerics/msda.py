@@ -14,17 +14,32 @@ d + 1 <= N; ``woodbury`` works in the N x N space: with U = diag(q) X_bar' (so E
 U U'), E[P] = X' U' and the layer output is h' = tanh(X_bar E[Q]^-1 U X), where
 X_bar E[Q]^-1 U = A - A (I + B)^-1 B, A = X_bar D^-1 U, B = U' D^-1 U (Woodbury identity).
 Cost O(N^2 d) instead of O(d^3): documents have N << d.
+
+The features depend on the data, p and the number of layers only, so every grid point of a
+study that shares them (MTCFIR's neighbour ratios at one corruption, and MTCFIR-nR and -nI on the
+same data) needs the same matrix: ``kept_msda_features`` keeps it in a solver's Cache and, when
+computed on one BLAS thread (a sweep's trials), as a file in the Cache's folder, so that a study
+computes it once instead of once per sweep and worker (the mtcmrl study's profile: 443 s of
+mSDA for MTCFIR and -nR on 20NG, 2026-11-29). A file is named by what the numbers depend on
+beyond the data: MSDA_VERSION, the numpy and scipy versions (their BLAS builds) and the
+machine's architecture.
 """
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
+import scipy
 import scipy.linalg
 import scipy.sparse as sp
+from threadpoolctl import threadpool_info
 
+from mtc.numerics.cache import Cache
 from mtc.numerics.linalg import as_dense, self_gram
 
 REGULARISATION = 1e-5
+MSDA_VERSION = 1  # of the kept features' files: bump when msda_features computes them otherwise
 
 
 def _with_constant(X):
@@ -66,3 +81,21 @@ def msda_features(X, p: float, n_layers: int, route: str = "auto") -> np.ndarray
     for _ in range(n_layers):
         layers.append(msda_layer(layers[-1], p, route))
     return np.hstack(layers)
+
+
+def blas_threads() -> int:
+    """The most threads any loaded BLAS library runs on (1 inside a sweep's trials)."""
+    return max((info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"), default=1)
+
+
+def kept_msda_features(X, p: float, n_layers: int, key, cache: Cache | None) -> np.ndarray:
+    """``msda_features(X, p, n_layers)``, kept in ``cache`` by ``key`` (which must name X, p and
+    n_layers: MTCFIR's features key) and, when computed on one BLAS thread, as a file in the
+    cache's folder (the same bits as computing it afresh on one thread)."""
+    if cache is None:
+        return msda_features(X, p, n_layers)
+    threads = blas_threads()
+    file_key = (key, threads, MSDA_VERSION, np.__version__, scipy.__version__, platform.machine())
+    shape = (X.shape[0], X.shape[1] * (n_layers + 1))
+    return cache.get("msda_features", file_key, lambda: msda_features(X, p, n_layers), persist=threads == 1,
+                     valid=lambda Z: Z.shape == shape and Z.dtype == np.float64)
