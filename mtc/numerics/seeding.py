@@ -8,10 +8,10 @@ k-means labels depend only on the data, k and the integer seed drawn from the fi
 generator, not on the method's other parameters; with a ``cache`` they are kept by those
 three (the data as the solver passes it: its exact row-space coordinates when a solver keeps
 them, kmeans_coordinates), so the grid points of a sweep that share features (MTCFIR: every
-neighbour ratio at one corruption) run each seed's k-means once per worker. The generator is drawn from in the
-same way either way, so the labels and everything after them are the same to the bit. A
-cache with a folder (a sweep's workers) also keeps them as files, by a key that adds what else
-the labels depend on: the versions of scikit-learn, numpy and scipy, the machine's
+neighbour ratio at one corruption) run each seed's k-means once per worker. The generator is
+drawn from in the same way either way, so the labels and everything after them are the same to
+the bit. A cache with a folder (a sweep's workers) also keeps them as files, by a key that adds
+what else the labels depend on: the versions of scikit-learn, numpy and scipy, the machine's
 architecture and KMEANS_VERSION (bumped when this module computes them otherwise). Only labels
 computed on one OpenMP thread (a sweep's trials, by default) are kept as files: with several,
 scikit-learn's k-means adds its threads' partial sums in the order they finish, so a
