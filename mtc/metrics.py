@@ -113,13 +113,45 @@ def nmi_from_table(table) -> dict[str, float]:
 
 def ari_from_table(table, n_samples: int) -> float:
     """adjusted_rand_score from a sparse int64 contingency table (its pair confusion matrix)."""
-    n_samples = np.int64(n_samples)
-    n_c, n_k = np.ravel(table.sum(axis=1)), np.ravel(table.sum(axis=0))
     sum_squares = (table.data ** 2).sum()
-    tp = int(sum_squares - n_samples)
-    fp = int(table.dot(n_k).sum() - sum_squares)
-    fn = int(table.transpose().dot(n_c).sum() - sum_squares)
-    tn = int(n_samples ** 2 - fp - fn - sum_squares)
+    true_squares = (np.ravel(table.sum(axis=1)) ** 2).sum()  # sum of n_c^2: scikit-learn's table' n_c, summed
+    pred_squares = (np.ravel(table.sum(axis=0)) ** 2).sum()  # sum of n_k^2: its table n_k, summed
+    return ari_from_squares(sum_squares, true_squares, pred_squares, n_samples)
+
+
+def ari_from_squares(sum_squares, true_squares, pred_squares, n_samples) -> float:
+    """adjusted_rand_score from the sums of squares of a contingency table, of its row sums and
+    of its column sums: scikit-learn's pair confusion matrix, then its formula in Python's
+    integers (the same float, bit for bit)."""
+    sum_squares, n_samples = int(sum_squares), int(n_samples)
+    tp = sum_squares - n_samples
+    fp = int(pred_squares) - sum_squares
+    fn = int(true_squares) - sum_squares
+    tn = n_samples ** 2 - fp - fn - sum_squares
     if fn == 0 and fp == 0:
         return 1.0
     return 2.0 * (tp * tn - fn * fp) / ((tp + fn) * (fn + tn) + (tp + fp) * (fp + tn))
+
+
+def pairwise_ari(labels) -> np.ndarray:
+    """adjusted_rand_score of every pair of rows of ``labels`` (runs x samples), in the order of
+    ``itertools.combinations(rows, 2)``: each pair's contingency counts come from one bincount
+    over the pair's joint codes, one run against all later runs at a time (a loop over runs,
+    not samples). Equal to scikit-learn's, bit for bit (the same integers, the same formula)."""
+    labels = np.asarray(labels)
+    if labels.ndim != 2 or labels.shape[1] == 0:
+        raise ValueError(f"labels must be runs x samples with at least one sample, got shape {labels.shape}")
+    n_runs, n_samples = labels.shape
+    codes = np.unique(labels, return_inverse=True)[1].reshape(n_runs, n_samples).astype(np.int64)
+    k = int(codes.max()) + 1
+    sizes = np.bincount((np.arange(n_runs)[:, None] * k + codes).ravel(), minlength=n_runs * k)
+    squares = (sizes.reshape(n_runs, k).astype(np.int64) ** 2).sum(axis=1)
+    scores = []
+    for run in range(n_runs - 1):
+        later = codes[run + 1:]
+        joint = (np.arange(len(later))[:, None] * k + codes[run]) * k + later
+        counts = np.bincount(joint.ravel(), minlength=len(later) * k * k).reshape(len(later), -1)
+        sum_squares = (counts.astype(np.int64) ** 2).sum(axis=1)
+        scores += [ari_from_squares(s, squares[run], q, n_samples)
+                   for s, q in zip(sum_squares.tolist(), squares[run + 1:].tolist())]
+    return np.array(scores)

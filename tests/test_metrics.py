@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from mtc.metrics import accuracy, nmi, purity, score_task
+from mtc.metrics import accuracy, nmi, pairwise_ari, purity, score_task
 
 
 def test_permuted_labels_score_perfectly():
@@ -60,3 +60,25 @@ def test_the_one_table_scores_equal_scikit_learns_scorers_to_the_last_bit(n_clas
             "acc": accuracy(truth, found), "nmi": nmi(truth, found, "arithmetic"), "nmi_max": nmi(truth, found, "max"),
             "ari": float(adjusted_rand_score(truth, found)), "purity": purity(truth, found)}
     assert score_task(np.repeat([0, 1], 4), np.tile([0, 1], 4))["nmi"] == 0.0  # no mutual information
+
+
+@pytest.mark.parametrize("n_runs, n_samples, n_clusters", [(2, 5, 3), (3, 1, 1), (6, 40, 2), (20, 500, 4), (4, 300, 20)])
+def test_pairwise_ari_equals_scikit_learns_on_every_pair_to_the_last_bit(n_runs, n_samples, n_clusters):
+    from itertools import combinations
+
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(n_runs * n_samples)
+    labels = rng.integers(0, n_clusters, (n_runs, n_samples)) * 3 - 7  # any integer labels
+    labels[1] = labels[0]  # one identical pair: ARI 1
+    expected = [adjusted_rand_score(a, b) for a, b in combinations(labels, 2)]
+    found = pairwise_ari(labels)
+    assert found.tolist() == expected
+    assert found[0] == 1.0
+
+
+def test_pairwise_ari_rejects_labels_that_are_not_runs_by_samples():
+    with pytest.raises(ValueError, match="runs x samples"):
+        pairwise_ari(np.zeros(5, int))
+    with pytest.raises(ValueError, match="runs x samples"):
+        pairwise_ari(np.zeros((3, 0), int))

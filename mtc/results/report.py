@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mtc.metrics import METRIC_NAMES
+from mtc.metrics import METRIC_NAMES, pairwise_ari
 
 SELECTIONS = {
     "acc": "best grid point by mean accuracy over tasks (uses labels: the papers' protocol)",
@@ -156,17 +156,13 @@ def tied(summaries: list[PointSummary], selection: str) -> list[str]:
 
 def with_stability(summaries: list[PointSummary], labels: dict[str, list[list[np.ndarray]]]) -> list[PointSummary]:
     """Add ``stability/mean`` to each grid point's means: the mean over tasks of the mean ARI
-    over all pairs of its seeds' labels (``labels[point]``: per seed, per task)."""
-    from itertools import combinations
-
-    from sklearn.metrics import adjusted_rand_score
-
+    over all pairs of its seeds' labels (``labels[point]``: per seed, per task; all pairs of a
+    task at once, mtc.metrics.pairwise_ari)."""
     for summary in summaries:
         runs = labels.get(summary.point, [])
         if len(runs) > 1:
             summary.mean["stability/mean"] = summary.label_free["stability/mean"] = float(np.mean(
-                [np.mean([adjusted_rand_score(a[t], b[t]) for a, b in combinations(runs, 2)])
-                 for t in range(len(runs[0]))]))
+                [np.mean(pairwise_ari([run[t] for run in runs])) for t in range(len(runs[0]))]))
             summary.std["stability/mean"] = 0.0
     return summaries
 
