@@ -18,6 +18,7 @@ from mtc.results.reading import BEST
 ALPHA = 0.05  # the Nemenyi test's level (the critical-difference diagram's bars)
 MIN_CD_CELLS = 10  # fewer (benchmark, task) cells: no critical-difference diagram (cd_refusal)
 MIN_PAIRS = 2  # fewer paired seeds than this: no Wilcoxon test
+PERMUTATION_MAX = 13  # scipy's wilcoxon: an exact permutation test up to this many pairs with zeros or ties
 FRIEDMAN_COLUMNS = ["method", "average_rank", "statistic", "p", "n_cells", "n_methods", "critical_difference"]
 
 
@@ -41,12 +42,38 @@ def wilcoxon_pair(best: pd.Series, other: pd.Series) -> dict:
         return {"n_pairs": n, "statistic": np.nan, "p": 1.0, "note": "all differences zero"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = stats.wilcoxon(paired.iloc[:, 0], paired.iloc[:, 1])
+        statistic, p = signed_rank_test(paired.iloc[:, 0], paired.iloc[:, 1])
     nonzero = int((differences != 0).sum())
     notes = [" ".join(str(w.message).split()) for w in caught]
     if 2.0 / 2 ** nonzero > ALPHA:
         notes.append(f"{nonzero} non-zero difference(s): p cannot go below {2.0 / 2 ** nonzero:.3g}")
-    return {"n_pairs": n, "statistic": float(result.statistic), "p": float(result.pvalue), "note": "; ".join(notes)}
+    return {"n_pairs": n, "statistic": statistic, "p": p, "note": "; ".join(notes)}
+
+
+def signed_rank_test(first, second) -> tuple[float, float]:
+    """``scipy.stats.wilcoxon(first, second)``'s statistic and p-value, the same floats. Where
+    scipy runs its exact permutation test (zeros or tied differences among at most
+    ``PERMUTATION_MAX`` pairs), it calls the statistic once per sign flip in Python, 2**13 calls
+    and half a second a test; here the same ``scipy.stats.permutation_test`` gets the statistic
+    for all flips at once (``positive_rank_sum``, vectorised)."""
+    differences = np.asarray(first, dtype=float) - np.asarray(second, dtype=float)
+    magnitudes = np.abs(differences[differences != 0])
+    if len(differences) > PERMUTATION_MAX or len(np.unique(magnitudes)) == len(differences):
+        result = stats.wilcoxon(first, second)
+        return float(result.statistic), float(result.pvalue)
+    statistic = min(positive_rank_sum(differences), positive_rank_sum(-differences))
+    p = stats.permutation_test((differences,), positive_rank_sum, permutation_type="samples", vectorized=True,
+                               alternative="two-sided").pvalue
+    return float(statistic), float(p)
+
+
+def positive_rank_sum(differences: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The Wilcoxon statistic R+ along ``axis``: the sum of the ranks of the positive
+    differences among the non-zero ones by magnitude (ties share their average rank; zeros
+    dropped, scipy's ``zero_method="wilcox"``)."""
+    differences = np.moveaxis(np.asarray(differences, dtype=float), axis, -1)
+    ranks = stats.rankdata(np.where(differences == 0, np.nan, np.abs(differences)), axis=-1, nan_policy="omit")
+    return np.sum(np.where(differences > 0, ranks, 0.0), axis=-1)
 
 
 def wilcoxon_frame(values: pd.DataFrame, metric: str, cells: pd.DataFrame, selection: str = BEST) -> pd.DataFrame:
