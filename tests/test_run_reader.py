@@ -79,6 +79,20 @@ def test_the_core_reads_are_mlflows_runs(store):
     assert math.isnan(children[0].data.metrics["nmi/task0"])
 
 
+def test_the_children_of_many_parents_in_one_read_are_each_parents_search(store, monkeypatch):
+    client, experiment, parents, deleted = store
+    sql = run_reader.sql_store(client)
+    for chunk in (1, 500):
+        monkeypatch.setattr(run_reader, "CHUNK", chunk)
+        children = run_reader.read_children(sql, experiment, tracking.PARENT_TAG, [parents[1], parents[0], parents[1]])
+        assert list(children) == [parents[1], parents[0]]
+        for parent in parents:
+            assert_same_runs(children[parent], mlflow_search(client, experiment,
+                                                             f"tags.`{tracking.PARENT_TAG}` = '{parent}'"))
+        assert len(children[parents[0]]) == 4 and deleted not in {run.info.run_id for run in children[parents[0]]}
+    assert run_reader.read_children(sql, experiment, tracking.PARENT_TAG, ["no-such-run"]) == {"no-such-run": []}
+
+
 def test_the_platforms_searches_read_a_sql_store_with_core_queries(store, monkeypatch):
     client, experiment, parents, _ = store
     expected = (mlflow_search(client, experiment), mlflow_search(client, experiment,
@@ -90,6 +104,7 @@ def test_the_platforms_searches_read_a_sql_store_with_core_queries(store, monkey
     monkeypatch.setattr(client, "search_runs", no_search)
     assert_same_runs(tracking.search_all(client, experiment), expected[0])
     assert_same_runs(tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parents[0]}), expected[1])
+    assert_same_runs(tracking.find_children(client, experiment, [parents[0]])[parents[0]], expected[1])
     assert len(tracking.runs_with_tag(client, experiment, tracking.SWEEP_KEY_TAG)) == 2
 
 

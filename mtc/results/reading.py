@@ -391,24 +391,26 @@ def comparison_criterion(points: list[dict[str, PointSummary]]) -> str:
     return BEST if any(BEST in chosen for chosen in points) else NO_LABELS_BEST
 
 
-def pooled_records(client, experiment_id: str, runs: list) -> list[TrialRecord]:
+def pooled_records(runs: list, children: dict[str, list]) -> list[TrialRecord]:
     """The trials of one sweep, or of a pooled benchmark's member sweeps with each seed named
-    ``<member's size>/<seed>`` (``n20/3``) so that seeds stay distinct and pair across methods."""
+    ``<member's size>/<seed>`` (``n20/3``) so that seeds stay distinct and pair across methods
+    (``children``: each parent run's child runs, tracking.find_children)."""
     if len(runs) == 1:
-        return trial_records(client, experiment_id, runs[0].info.run_id)
+        return records_of(children[runs[0].info.run_id])
     return [replace(record, seed=f"{benchmark_name(run).rsplit('-', 1)[1]}{SIZE_SEPARATOR}{record.seed}")
-            for run in runs for record in trial_records(client, experiment_id, run.info.run_id)]
+            for run in runs for record in records_of(children[run.info.run_id])]
 
 
 def load_sweeps(client, experiment_id: str, parents: dict, criterion: str | None = BEST
                 ) -> tuple[list[Sweep], list[str]]:
     """Read every chosen sweep's child runs (``parents``: pair -> its run, or a pooled
-    benchmark's member runs); returns the sweeps with a point of ``criterion`` (None:
-    ``comparison_criterion``, said in a note when it is not accuracy) and notes on what was
-    left out."""
+    benchmark's member runs; all sweeps' children read together); returns the sweeps with a
+    point of ``criterion`` (None: ``comparison_criterion``, said in a note when it is not
+    accuracy) and notes on what was left out."""
+    children = tracking.find_children(client, experiment_id, [run.info.run_id for runs in parents.values() for run in runs])
     read = []
     for (benchmark, method), runs in parents.items():
-        records = pooled_records(client, experiment_id, runs)
+        records = pooled_records(runs, children)
         tasks = sorted({key.split("/", 1)[1] for r in records for key in r.metrics  # no accuracy without labels
                         if key.startswith(("acc/", "silhouette/")) and key not in ("acc/mean", "silhouette/mean")})
         same_data = len(runs) == 1 and runs[0].data.tags.get("mtc.data_draws", "1") == "1"

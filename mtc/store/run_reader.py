@@ -27,15 +27,22 @@ def sql_store(client):
     return store if isinstance(store, SqlAlchemyStore) else None
 
 
+def run_columns():
+    """The runs table's columns a Run entity needs."""
+    from mlflow.store.tracking.dbmodels.models import SqlRun
+
+    return (SqlRun.run_uuid, SqlRun.name, SqlRun.user_id, SqlRun.status, SqlRun.start_time, SqlRun.end_time,
+            SqlRun.lifecycle_stage, SqlRun.artifact_uri)
+
+
 def read_runs(store, experiment_id: str, tags: dict[str, str] | None = None, has_tag: str | None = None) -> list:
     """The experiment's active runs whose tags equal ``tags`` (and that have a tag ``has_tag``),
     as ``mlflow.entities.Run``, ordered as ``search_runs`` orders them."""
     import sqlalchemy as sa
     from mlflow.store.tracking.dbmodels.models import SqlRun, SqlTag
 
-    query = sa.select(SqlRun.run_uuid, SqlRun.name, SqlRun.user_id, SqlRun.status, SqlRun.start_time,
-                      SqlRun.end_time, SqlRun.lifecycle_stage, SqlRun.artifact_uri).where(
-        SqlRun.experiment_id == int(experiment_id), SqlRun.lifecycle_stage == "active")
+    query = sa.select(*run_columns()).where(SqlRun.experiment_id == int(experiment_id),
+                                            SqlRun.lifecycle_stage == "active")
     for key, value in (tags or {}).items():
         query = query.where(SqlRun.run_uuid.in_(sa.select(SqlTag.run_uuid).where(SqlTag.key == key,
                                                                                    SqlTag.value == str(value))))
@@ -44,8 +51,36 @@ def read_runs(store, experiment_id: str, tags: dict[str, str] | None = None, has
     query = query.order_by(SqlRun.start_time.desc(), SqlRun.run_uuid)
     with store.ManagedSessionMaker() as session:
         rows = session.execute(query).all()
-        ids = [row.run_uuid for row in rows]
-        tags_of, params_of, metrics_of = _children(session, ids)
+        return _runs(session, rows, experiment_id)
+
+
+def read_children(store, experiment_id: str, parent_key: str, parent_ids: list[str]) -> dict[str, list]:
+    """The experiment's active runs whose tag ``parent_key`` names each of ``parent_ids``, as
+    ``read_runs(store, experiment_id, {parent_key: parent})`` gives them for each parent (the
+    same runs in the same order), in one query per CHUNK parents: no index covers a tag's value,
+    so each query reads every row of that tag (0.17 s a sweep in a store of 70,000 runs, a third
+    of a compare's reading)."""
+    import sqlalchemy as sa
+    from mlflow.store.tracking.dbmodels.models import SqlRun, SqlTag
+
+    children = {parent: [] for parent in parent_ids}
+    parents = list(children)
+    with store.ManagedSessionMaker() as session:
+        for start in range(0, len(parents), CHUNK):
+            query = (sa.select(*run_columns(), SqlTag.value.label("parent"))
+                     .join(SqlTag, sa.and_(SqlTag.run_uuid == SqlRun.run_uuid, SqlTag.key == parent_key))
+                     .where(SqlRun.experiment_id == int(experiment_id), SqlRun.lifecycle_stage == "active",
+                            SqlTag.value.in_(parents[start:start + CHUNK]))
+                     .order_by(SqlRun.start_time.desc(), SqlRun.run_uuid))
+            rows = session.execute(query).all()
+            for row, run in zip(rows, _runs(session, rows, experiment_id)):
+                children[row.parent].append(run)
+    return children
+
+
+def _runs(session, rows, experiment_id: str) -> list:
+    """The Run entities of rows of the runs table, with their tags, params and latest metrics."""
+    tags_of, params_of, metrics_of = _children(session, [row.run_uuid for row in rows])
     return [_run(row, experiment_id, tags_of[row.run_uuid], params_of[row.run_uuid], metrics_of[row.run_uuid])
             for row in rows]
 

@@ -208,6 +208,17 @@ def find_runs(client, experiment_id: str, **tags) -> list:
     return search_all(client, experiment_id, " and ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items()))
 
 
+def find_children(client, experiment_id: str, parent_ids: list[str]) -> dict[str, list]:
+    """Each parent's active child runs, as ``find_runs`` finds them by its PARENT_TAG (on a SQL
+    store in a few queries for all parents together: mtc.store.run_reader.read_children)."""
+    from mtc.store import run_reader
+
+    store = run_reader.sql_store(client)
+    if store is not None:
+        return run_reader.read_children(store, experiment_id, PARENT_TAG, parent_ids)
+    return {parent: find_runs(client, experiment_id, **{PARENT_TAG: parent}) for parent in dict.fromkeys(parent_ids)}
+
+
 def runs_with_tag(client, experiment_id: str, key: str) -> list:
     """Active runs of the experiment that have the tag ``key``, whatever its value."""
     from mtc.store import run_reader
