@@ -52,6 +52,9 @@ def test_a_tie_on_accuracy_is_broken_by_nmi_then_grid_order_and_reported():
            "grid order" in text
     rows[2].metrics["nmi_max/mean"] = 0.9  # a full tie: the first in grid order
     assert best_point(summarize(rows), "acc").point == "a=1"
+    rows[2].metrics["nmi_max/mean"] = 0.9 * (1 + 1e-15)  # higher only by summation-order rounding: still a full tie
+    assert best_point(summarize(rows), "acc").point == "a=1"
+    assert tied(summarize(rows), "acc") == ["a=1", "a=2", "a=3"]
 
 
 def test_values_equal_up_to_rounding_are_a_tie_broken_by_grid_order():

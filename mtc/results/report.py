@@ -111,7 +111,8 @@ def criterion_value(summary: PointSummary, selection: str) -> float:
 def ranked(summaries: list[PointSummary], selection: str) -> tuple[list[PointSummary], int]:
     """Grid points with a finished trial and a finite criterion, best first, and how many lead
     tied: values equal to the best's up to rounding (summation order over seeds) are a tie,
-    ordered by the rule."""
+    ordered by the rule (accuracy: the higher NMI, equal up to rounding alike, then the grid
+    point's name), so that the same runs read from another store choose the same point."""
     if selection not in CRITERIA:
         raise ValueError(f"unknown selection {selection!r}; choose one of {tuple(SELECTIONS)}")
     sign = CRITERIA[selection][1]
@@ -120,8 +121,19 @@ def ranked(summaries: list[PointSummary], selection: str) -> tuple[list[PointSum
     order = {s.point: i for i, s in enumerate(summaries)}
     second = (lambda s: -s.mean.get("nmi_max/mean", 0.0)) if selection == "acc" else (lambda s: 0.0)
     by_value = sorted(scored, key=lambda s: (-sign * value[s.point], second(s), order[s.point]))
-    top = [s for s in by_value if np.isclose(value[s.point], value[by_value[0].point], rtol=1e-12, atol=0.0)]
-    return sorted(top, key=lambda s: (second(s), order[s.point])) + by_value[len(top):], len(top)
+    top = [s for s in by_value if same_up_to_rounding(value[s.point], value[by_value[0].point])]
+    best_second = min((second(s) for s in top), default=0.0)
+
+    def tie_order(s):  # the rule's best up to rounding first, by name; then the rest by the rule
+        return (0, 0.0, order[s.point]) if same_up_to_rounding(second(s), best_second) else \
+            (1, second(s), order[s.point])
+
+    return sorted(top, key=tie_order) + by_value[len(top):], len(top)
+
+
+def same_up_to_rounding(a: float, b: float) -> bool:
+    """Equal but for the order of a sum over seeds (relative 1e-12)."""
+    return bool(np.isclose(a, b, rtol=1e-12, atol=0.0))
 
 
 def best_point(summaries: list[PointSummary], selection: str) -> PointSummary:
