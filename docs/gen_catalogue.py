@@ -14,7 +14,7 @@ built site, never in docs/:
   solver classes it defines (``mtc.methods.solver_classes()``);
 - ``reference/results.md``: ``mtc.results``, the functions it exports lazily (PEP 562
   ``__all__``, found by importing them: static analysis cannot see them), then
-  ``mtc.results.reading`` and ``mtc.results.compare``.
+  ``mtc.results.reading``, ``mtc.results.compare``, ``mtc.results.significance`` and ``mtc.metrics``.
 
 Nothing here is a hand-kept list: a new method module and config appear by themselves.
 Run it alone (``python docs/gen_catalogue.py``) to print the catalogue.
@@ -38,7 +38,7 @@ CATALOGUE = "catalogue.md"
 DATA_CATALOGUE = "data_catalogue.md"
 METHODS_REFERENCE = "reference/methods.md"
 RESULTS_REFERENCE = "reference/results.md"
-RESULTS_MODULES = ("mtc.results.reading", "mtc.results.compare")
+RESULTS_MODULES = ("mtc.results.reading", "mtc.results.compare", "mtc.results.significance", "mtc.metrics")
 BASE_CLASSES = ("MultiTaskClusterer", "PerTaskClusterer", "PooledClusterer")
 
 
