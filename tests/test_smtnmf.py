@@ -141,6 +141,34 @@ def test_k2_with_the_paper_K_and_with_C2_gives_identical_adaptive_iterates():
     np.testing.assert_allclose(model.alpha_trace_[:50], 2 * 3 * alphas, rtol=1e-10)  # alpha_C = 2T alpha_K
 
 
+def literal_iterates(W, V, sizes, alpha_scale, max_iter):
+    """The printed route (update=paper, adaptive alpha) from the helpers, each computing what
+    it needs afresh, as Algorithm 1 reads; SMTNMF._run shares the masses, P and V'V."""
+    bounds, W_sq = task_bounds(sizes), np.sum(W * W)
+    WV, objective, alphas = W @ V, [], []
+    for it in range(max_iter + 1):
+        S = cluster_masses(V, bounds)
+        alpha = alpha_scale * adaptive_alpha(WV, penalty_direction(S, sizes))
+        alphas.append(alpha)
+        objective.append(snmf_term(W_sq, V, WV) + alpha * balance_term(S))
+        if it == max_iter:
+            return V, np.array(objective), np.array(alphas)
+        V = smtnmf_step(V, WV, S, sizes, alpha, "paper")
+        WV = W @ V
+
+
+@pytest.mark.parametrize("alpha_scale", [1.0, 0.5])
+def test_the_fit_shares_each_iterations_terms_and_gives_the_literal_iterates_to_the_bit(alpha_scale):
+    _, matrices = sparse_nonnegative(samples_per_cluster=20)
+    fitted = SMTNMF(n_clusters=2, alpha_scale=alpha_scale, tol=0, max_iter=60, random_state=3).fit(matrices)
+    sizes = [X.shape[0] for X in matrices]
+    W = multitask_affinity(bipartite_affinity(sp.csr_matrix(np.vstack(matrices))), task_bounds(sizes), 1.0, 0.5)
+    V, objective, alphas = literal_iterates(W, np.random.default_rng(3).random((sum(sizes), 2)), sizes,
+                                            alpha_scale, 60)
+    assert np.array_equal(fitted.V_, V)
+    assert np.array_equal(fitted.objective_trace_, objective) and np.array_equal(fitted.alpha_trace_, alphas)
+
+
 def test_objective_trace_matches_the_explicit_objective():
     data, mats = sparse_nonnegative()
     model = SMTNMF(n_clusters=2, update="quarter_split", alpha=0.5, tol=0, max_iter=30, random_state=0).fit(mats)
