@@ -15,7 +15,7 @@ from sklearn.base import clone
 from mtc.config import RESERVED_PARAMS, Trial
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.validation import DegenerateFitWarning
-from mtc.metrics import METRIC_NAMES, clusters_in_class_order, score_task
+from mtc.metrics import METRIC_NAMES, clusters_in_class_order, cosine_silhouette, score_task
 from mtc.numerics.cache import Cache
 from mtc.numerics.heap import keep_freed_memory
 from mtc.record import LabelledMatrix
@@ -67,18 +67,14 @@ def label_free_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray], trac
                        seed: int) -> dict[str, float]:
     """Scores that use no class labels, to choose a grid point without them:
     ``silhouette/<task>`` (cosine silhouette of the predicted clusters on the task's input
-    matrix, at most SILHOUETTE_SAMPLES samples drawn with the trial's seed; NaN when a task
-    has a single cluster) with its mean over tasks, and ``objective/relative``, the final
-    objective over the first (scale-free, unlike the final objective, which grows with
-    weights such as lambda and alpha)."""
-    from sklearn.metrics import silhouette_score
-
+    matrix, at most SILHOUETTE_SAMPLES samples drawn with the trial's seed as scikit-learn's
+    silhouette_score draws them: mtc.metrics.cosine_silhouette; NaN when a task has a single
+    cluster) with its mean over tasks, and ``objective/relative``, the final objective over
+    the first (scale-free, unlike the final objective, which grows with weights such as
+    lambda and alpha)."""
     metrics = {}
     for task, X, pred in zip(dataset.tasks, dataset.matrices, labels):
-        n, k = X.shape[0], np.unique(pred).size
-        metrics[f"silhouette/{task.name}"] = float(silhouette_score(
-            X, pred, metric="cosine", sample_size=min(n, SILHOUETTE_SAMPLES), random_state=seed)) \
-            if 2 <= k < n else float("nan")
+        metrics[f"silhouette/{task.name}"] = cosine_silhouette(X, pred, min(X.shape[0], SILHOUETTE_SAMPLES), seed)
     metrics["silhouette/mean"] = float(np.mean([metrics[f"silhouette/{t}"] for t in dataset.task_names]))
     metrics["objective/relative"] = float(trace[-1] / trace[0]) if trace[0] != 0 else float("nan")
     return metrics

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from mtc.metrics import accuracy, nmi, pairwise_ari, purity, score_task
+from mtc.metrics import accuracy, cosine_silhouette, nmi, pairwise_ari, purity, score_task
 
 
 def test_permuted_labels_score_perfectly():
@@ -82,3 +82,28 @@ def test_pairwise_ari_rejects_labels_that_are_not_runs_by_samples():
         pairwise_ari(np.zeros(5, int))
     with pytest.raises(ValueError, match="runs x samples"):
         pairwise_ari(np.zeros((3, 0), int))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("n, sample_size", [(60, None), (60, 60), (300, 120)])
+def test_the_cosine_silhouette_from_cluster_sums_equals_scikit_learns(sparse, n, sample_size):
+    import scipy.sparse as sp
+    from sklearn.metrics import silhouette_score
+
+    rng = np.random.default_rng(n + sparse)
+    X = rng.random((n, 30)) * (rng.random((n, 30)) < 0.3)
+    X[[3, 17]] = 0.0  # empty rows: distance 1 to every other row
+    X[5] = X[6]  # two identical rows: distance 0
+    labels = rng.integers(0, 3, n) * 5 + 2  # any integer labels
+    labels[[0, 5, 6]] = [40, 41, 41]  # a cluster of one sample (score 0) and one of two identical rows
+    X = sp.csr_matrix(X) if sparse else X
+    for seed in range(3):
+        expected = silhouette_score(X, labels, metric="cosine", sample_size=sample_size, random_state=seed)
+        assert cosine_silhouette(X, labels, sample_size, seed) == pytest.approx(expected, abs=1e-12)
+
+
+def test_the_cosine_silhouette_is_nan_where_scikit_learn_has_none():
+    X = np.random.default_rng(0).random((6, 4))
+    assert np.isnan(cosine_silhouette(X, np.zeros(6, int)))  # one cluster
+    assert np.isnan(cosine_silhouette(X, np.arange(6)))  # a cluster per sample
+    assert np.isnan(cosine_silhouette(X, np.repeat([0, 1], 3), sample_size=1, random_state=0))  # one sample drawn
