@@ -7,6 +7,8 @@ Use `nmi_max` when comparing with published numbers.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
@@ -73,19 +75,26 @@ def score_task(labels_true, labels_pred) -> dict[str, float]:
     every task: scikit-learn's scorers each rebuild and re-validate the table, about 3 ms a
     task, as long as many of the papers' fits). The same operations as the scorers above on
     the same table, so the same numbers to the last bit (tests/test_metrics.py)."""
-    from sklearn.metrics.cluster import contingency_matrix
-
     labels_true, labels_pred = _check_pair(labels_true, labels_pred)
-    table = contingency_matrix(labels_true, labels_pred, sparse=True, dtype=np.int64)  # classes x clusters
-    dense = table.toarray()
-    rows, cols = linear_sum_assignment(dense.T, maximize=True)
+    table = contingency_table(labels_true, labels_pred)
+    rows, cols = linear_sum_assignment(table.T, maximize=True)
     n_samples = labels_true.size
     return {
-        "acc": float(dense.T[rows, cols].sum() / n_samples),
+        "acc": float(table.T[rows, cols].sum() / n_samples),
         **nmi_from_table(table),
         "ari": ari_from_table(table, n_samples),
-        "purity": float(dense.max(axis=0).sum() / n_samples),
+        "purity": float(table.max(axis=0).sum() / n_samples),
     }
+
+
+def contingency_table(labels_true, labels_pred) -> np.ndarray:
+    """Classes x clusters counts (int64), both in sorted label order: scikit-learn's
+    contingency_matrix from one bincount, without its input checks (about 0.5 ms)."""
+    classes, class_index = np.unique(labels_true, return_inverse=True)
+    clusters, cluster_index = np.unique(labels_pred, return_inverse=True)
+    shape = (classes.size, clusters.size)
+    return np.bincount(class_index.ravel() * shape[1] + cluster_index.ravel(), minlength=shape[0] * shape[1]
+                       ).astype(np.int64).reshape(shape)
 
 
 def marginal_entropy(counts: np.ndarray) -> float:
@@ -95,27 +104,41 @@ def marginal_entropy(counts: np.ndarray) -> float:
     return float(-np.sum((counts / total) * (np.log(counts) - np.log(total))))
 
 
-def nmi_from_table(table) -> dict[str, float]:
-    """``nmi`` (arithmetic mean of the entropies) and ``nmi_max`` from a sparse contingency
+def mutual_information(table: np.ndarray) -> float:
+    """mutual_info_score of an int64 contingency table: scikit-learn's steps on its non-zero
+    cells in row order (its route for an array), without its input checks (about 0.6 ms)."""
+    rows, cols = np.nonzero(table)
+    counts = table[rows, cols]
+    total, row_sums, col_sums = table.sum(), table.sum(axis=1), table.sum(axis=0)
+    if row_sums.size == 1 or col_sums.size == 1:
+        return 0.0
+    log_counts = np.log(counts)
+    shares = counts / total
+    log_outer = -np.log(row_sums.take(rows) * col_sums.take(cols)) + math.log(row_sums.sum()) + math.log(col_sums.sum())
+    terms = shares * (log_counts - math.log(total)) + shares * log_outer
+    terms = np.where(np.abs(terms) < np.finfo(terms.dtype).eps, 0.0, terms)
+    return float(np.clip(terms.sum(), 0.0, None))
+
+
+def nmi_from_table(table: np.ndarray) -> dict[str, float]:
+    """``nmi`` (arithmetic mean of the entropies) and ``nmi_max`` from an int64 contingency
     table, with normalized_mutual_info_score's limit cases (one class and one cluster: 1;
     no mutual information: 0)."""
     if table.shape[0] == table.shape[1] == 1:
         return {"nmi": 1.0, "nmi_max": 1.0}
-    from sklearn.metrics import mutual_info_score
-
-    mi = mutual_info_score(None, None, contingency=table.astype(np.float64))
+    mi = mutual_information(table)
     if mi == 0:
         return {"nmi": 0.0, "nmi_max": 0.0}
-    h_true = marginal_entropy(np.ravel(table.sum(axis=1)))
-    h_pred = marginal_entropy(np.ravel(table.sum(axis=0)))
+    h_true = marginal_entropy(table.sum(axis=1))
+    h_pred = marginal_entropy(table.sum(axis=0))
     return {"nmi": float(mi / np.mean([h_true, h_pred])), "nmi_max": float(mi / np.max([h_true, h_pred]))}
 
 
-def ari_from_table(table, n_samples: int) -> float:
-    """adjusted_rand_score from a sparse int64 contingency table (its pair confusion matrix)."""
-    sum_squares = (table.data ** 2).sum()
-    true_squares = (np.ravel(table.sum(axis=1)) ** 2).sum()  # sum of n_c^2: scikit-learn's table' n_c, summed
-    pred_squares = (np.ravel(table.sum(axis=0)) ** 2).sum()  # sum of n_k^2: its table n_k, summed
+def ari_from_table(table: np.ndarray, n_samples: int) -> float:
+    """adjusted_rand_score from an int64 contingency table (its pair confusion matrix)."""
+    sum_squares = (table ** 2).sum()
+    true_squares = (table.sum(axis=1) ** 2).sum()  # sum of n_c^2: scikit-learn's table' n_c, summed
+    pred_squares = (table.sum(axis=0) ** 2).sum()  # sum of n_k^2: its table n_k, summed
     return ari_from_squares(sum_squares, true_squares, pred_squares, n_samples)
 
 
