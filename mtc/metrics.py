@@ -182,34 +182,35 @@ def pairwise_ari(labels) -> np.ndarray:
 
 def cosine_silhouette(X, labels, sample_size: int | None = None, random_state=None) -> float:
     """scikit-learn's ``silhouette_score(X, labels, metric="cosine", sample_size=sample_size,
-    random_state=random_state)`` (the same sample drawn), NaN where it is undefined (fewer than
-    2 clusters, or as many as samples, in the sample). The cosine distance from a unit row x_i
-    to a cluster c sums to |c| - x_i . s_c, with s_c the sum of c's unit rows, so every
-    sample's distance to every cluster is one product with the k cluster sums: O(nnz k), where
-    scikit-learn forms the n x n distances and loops over the samples (about 6 ms a task of a
-    sub-second fit). The same number to rounding (scikit-learn clips each distance to [0, 2]
-    and sums them one by one; tests/test_metrics.py: within 1e-12)."""
+    random_state=random_state)`` (the same sample drawn; none when it would hold every sample,
+    whose order changes only the rounding), NaN where it is undefined (fewer than 2 clusters,
+    or as many as samples, in the sample). The cosine distance from a row x_i to a cluster c
+    sums to |c| - x_i . s_c / |x_i|, with s_c the sum of c's rows at unit length, so every
+    sample's distance to every cluster is two products with an n x k weight matrix: O(nnz k),
+    where scikit-learn forms the n x n distances and loops over the samples (about 6 ms a task
+    of a sub-second fit). The same number to rounding (scikit-learn clips each distance to
+    [0, 2] and sums them one by one; tests/test_metrics.py: within 1e-12)."""
     import scipy.sparse as sp
-    from sklearn.preprocessing import normalize
     from sklearn.utils import check_random_state
 
     labels = np.asarray(labels)
-    if sample_size is not None:  # silhouette_score's draw
+    if sample_size is not None and sample_size < X.shape[0]:  # silhouette_score's draw
         indices = check_random_state(random_state).permutation(X.shape[0])[:sample_size]
         X, labels = X[indices], labels[indices]
     labels = np.unique(labels, return_inverse=True)[1].ravel()
     n, sizes = labels.size, np.bincount(labels)
     if not 2 <= sizes.size <= n - 1:
         return float("nan")
-    unit = normalize(X)  # zero rows stay zero: distance 1 to every other row, as cosine_similarity's
-    members = sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(sizes.size, n))
-    similarity = unit @ (members @ unit).T  # n x k: x_i . s_c
-    similarity = similarity.toarray() if sp.issparse(similarity) else np.asarray(similarity)
-    self_similarity = np.asarray(unit.multiply(unit).sum(axis=1) if sp.issparse(unit) else (unit * unit).sum(axis=1))
-    distances = sizes - similarity  # sum over c of the distances from i, d(i, i) = 1 - x_i . x_i among them
+    squares = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+    norms = np.sqrt(np.asarray(squares, dtype=float).ravel())
+    inverse = np.divide(1.0, norms, out=np.zeros(n), where=norms > 0)  # a zero row: distance 1 to every other
     rows = np.arange(n)
+    weights = np.zeros((n, sizes.size))
+    weights[rows, labels] = inverse
+    similarity = np.asarray(X @ np.asarray(X.T @ weights)) * inverse[:, None]  # n x k: x_i . s_c / |x_i|
+    distances = sizes - similarity  # sum over c of the distances from i, d(i, i) = 1 - x_i . x_i / |x_i|^2 among them
     with np.errstate(divide="ignore", invalid="ignore"):
-        intra = (distances[rows, labels] - (1.0 - self_similarity.ravel())) / (sizes[labels] - 1)  # d(i, i) = 0
+        intra = (distances[rows, labels] - (norms == 0)) / (sizes[labels] - 1)  # less d(i, i), which is 0
         distances[rows, labels] = np.inf
         inter = (distances / sizes).min(axis=1)
         scores = (inter - intra) / np.maximum(intra, inter)
