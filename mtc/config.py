@@ -507,12 +507,14 @@ def check_local_cpus(sweep: SweepSettings, ray: RaySettings) -> None:
                          f"set sweep.cpus_per_trial={cpus} or less")
 
 
-def known_keys() -> dict[str, set[str]]:
+@functools.cache
+def known_keys() -> dict[str, frozenset[str]]:
     """The settings conf/config.yaml declares: its top-level keys (with the method and data
-    groups) under "", and the keys of each of its sweep, ray and mlflow blocks."""
+    groups) under "", and the keys of each of its sweep, ray and mlflow blocks. Read once per
+    process (a study's planning checks every sweep's config: 11 ms a read, 3.8 s for smtnmf's 352)."""
     declared = OmegaConf.load(CONF_DIR / "config.yaml")
-    known = {"": set(declared) - {"defaults", "hydra"} | {"method", "data"}}
-    known.update({section: set(declared[section]) for section in SECTIONS})
+    known = {"": frozenset(set(declared) - {"defaults", "hydra"} | {"method", "data"})}
+    known.update({section: frozenset(declared[section]) for section in SECTIONS})
     return known
 
 
