@@ -210,7 +210,8 @@ def plan_study(study: Study, overrides: list[str], only: list[str], not_run: dic
             runs.append(run)
     if not runs:
         raise InputError(f"study {study.name!r}: no sweep matches --only {' '.join(only)}")
-    return [plan_sweep(run) for run in runs]
+    provenance = tracking.provenance_tags("python -m mtc.sweep")
+    return [plan_sweep(run, provenance=provenance) for run in runs]
 
 
 def finished_counts(plans: list) -> dict[str, int]:
