@@ -180,37 +180,50 @@ def pairwise_ari(labels) -> np.ndarray:
     return np.array(scores)
 
 
+ZERO_MEAN_DISTANCE = 1e-10  # a mean cosine distance below this is 0: a sum |c| - x_i . s_c of parallel rows is rounding
+
+
 def cosine_silhouette(X, labels, sample_size: int | None = None, random_state=None) -> float:
     """scikit-learn's ``silhouette_score(X, labels, metric="cosine", sample_size=sample_size,
-    random_state=random_state)`` (the same sample drawn; none when it would hold every sample,
-    whose order changes only the rounding), NaN where it is undefined (fewer than 2 clusters,
-    or as many as samples, in the sample). The cosine distance from a row x_i to a cluster c
-    sums to |c| - x_i . s_c / |x_i|, with s_c the sum of c's rows at unit length, so every
-    sample's distance to every cluster is two products with an n x k weight matrix: O(nnz k),
-    where scikit-learn forms the n x n distances and loops over the samples (about 6 ms a task
-    of a sub-second fit). The same number to rounding (scikit-learn clips each distance to
-    [0, 2] and sums them one by one; tests/test_metrics.py: within 1e-12)."""
+    random_state=random_state)`` (the same sample drawn; with an integer seed none when it would
+    hold every sample, whose order changes only the rounding), NaN where it is undefined (fewer
+    than 2 clusters, or as many as samples, in the sample). The cosine distance from a row x_i
+    to a cluster c sums to |c| - x_i . s_c / |x_i|, with s_c the sum of c's rows at unit
+    length, so every sample's distance to every cluster is two products with an n x k weight
+    matrix: O(nnz k), where scikit-learn forms the n x n distances and loops over the samples
+    (about 6 ms a task of a sub-second fit). The same number to rounding in float64
+    (tests/test_metrics.py: within 1e-12), with one difference where rounding decides:
+    scikit-learn clips each distance to [0, 2] and sums them, so rows pointing the same way are
+    at distance 0 or a few eps, while here a mean distance below ZERO_MEAN_DISTANCE is 0 (the
+    difference |c| - x_i . s_c is then rounding; a sample with both means 0 scores 0)."""
+    import numbers
+
     import scipy.sparse as sp
     from sklearn.utils import check_random_state
 
+    X = X.tocsr().astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    if not np.isfinite(X.data if sp.issparse(X) else X).all():
+        raise ValueError("the silhouette needs finite input: X holds NaN or infinity")
     labels = np.asarray(labels)
-    if sample_size is not None and sample_size < X.shape[0]:  # silhouette_score's draw
-        indices = check_random_state(random_state).permutation(X.shape[0])[:sample_size]
+    if sample_size is not None and (sample_size < X.shape[0] or not isinstance(random_state, numbers.Integral)):
+        indices = check_random_state(random_state).permutation(X.shape[0])[:sample_size]  # silhouette_score's draw
         X, labels = X[indices], labels[indices]
     labels = np.unique(labels, return_inverse=True)[1].ravel()
     n, sizes = labels.size, np.bincount(labels)
     if not 2 <= sizes.size <= n - 1:
         return float("nan")
     squares = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
-    norms = np.sqrt(np.asarray(squares, dtype=float).ravel())
+    norms = np.sqrt(np.asarray(squares).ravel())
     inverse = np.divide(1.0, norms, out=np.zeros(n), where=norms > 0)  # a zero row: distance 1 to every other
     rows = np.arange(n)
     weights = np.zeros((n, sizes.size))
     weights[rows, labels] = inverse
     similarity = np.asarray(X @ np.asarray(X.T @ weights)) * inverse[:, None]  # n x k: x_i . s_c / |x_i|
     distances = sizes - similarity  # sum over c of the distances from i, d(i, i) = 1 - x_i . x_i / |x_i|^2 among them
+    distances[rows, labels] -= norms == 0  # d(i, i) = 0, as scikit-learn's
+    distances[distances < ZERO_MEAN_DISTANCE * sizes] = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        intra = (distances[rows, labels] - (norms == 0)) / (sizes[labels] - 1)  # less d(i, i), which is 0
+        intra = distances[rows, labels] / (sizes[labels] - 1)
         distances[rows, labels] = np.inf
         inter = (distances / sizes).min(axis=1)
         scores = (inter - intra) / np.maximum(intra, inter)

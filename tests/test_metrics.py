@@ -108,3 +108,27 @@ def test_the_cosine_silhouette_is_nan_where_scikit_learn_has_none():
     assert np.isnan(cosine_silhouette(X, np.zeros(6, int)))  # one cluster
     assert np.isnan(cosine_silhouette(X, np.arange(6)))  # a cluster per sample
     assert np.isnan(cosine_silhouette(X, np.repeat([0, 1], 3), sample_size=1, random_state=0))  # one sample drawn
+
+
+def test_the_cosine_silhouette_of_parallel_rows_and_any_input_type_is_scikit_learns():
+    import pandas as pd
+    import scipy.sparse as sp
+    from sklearn.metrics import silhouette_score
+
+    u = np.array([0.8, 0.8, 0.5])  # clusters of rows pointing one way: distances sum to rounding, not to 0
+    parallel = [(np.vstack([np.outer([2, 3, 3, 2, 2], u), np.outer([1, 2], u), [[1, 0, 0], [0, 0, 1]]]),
+                 [0, 0, 0, 0, 0, 1, 1, 2, 2]),
+                (np.vstack([np.tile(u, (6, 1)), [[1, 0, 0], [0, 0, 1]]]), [0, 0, 0, 1, 1, 1, 2, 2])]
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 10))
+    labels = rng.integers(0, 3, 60)
+    others = [(X < 0.4, labels), ((X * 30).astype(np.uint8), labels), ((X * 70000).astype(np.int32), labels),
+              (X.tolist(), labels), (pd.DataFrame(X), labels), (sp.coo_matrix(X), labels)]
+    for matrix, labels in parallel + others:
+        expected = silhouette_score(matrix, labels, metric="cosine", sample_size=7, random_state=1)
+        assert cosine_silhouette(matrix, labels, 7, 1) == pytest.approx(expected, abs=1e-12)
+        assert cosine_silhouette(matrix, labels) == pytest.approx(silhouette_score(matrix, labels, metric="cosine"),
+                                                                  abs=1e-12)
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        cosine_silhouette(X, labels)
