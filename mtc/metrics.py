@@ -201,7 +201,7 @@ def cosine_silhouette(X, labels, sample_size: int | None = None, random_state=No
     import scipy.sparse as sp
     from sklearn.utils import check_random_state
 
-    X = X.tocsr().astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    X = X.tocsr().astype(np.float64, copy=False) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     if not np.isfinite(X.data if sp.issparse(X) else X).all():
         raise ValueError("the silhouette needs finite input: X holds NaN or infinity")
     labels = np.asarray(labels)
