@@ -221,6 +221,28 @@ NOT_STORES = {
 }
 
 
+def test_a_store_is_read_through_for_damage_once_until_it_is_written_again(tmp_path, monkeypatch):
+    """check_sqlite_store reads every page (quick_check); a study's compares and leaderboard
+    open the same store one after another: a store that passed is not read again until it is
+    written, and a damage written afterwards is still refused."""
+    from mtc.results import reading
+
+    path = mlflow_store(tmp_path / "store.db")
+    opened = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *args, **kwargs: opened.append(args) or connect(*args, **kwargs))
+    reading.check_sqlite_store(path)
+    reading.check_sqlite_store(path)
+    assert len(opened) == 1  # read once
+    data = bytearray(path.read_bytes())
+    page = next(i for i in range(1, len(data) // PAGE) if data[i * PAGE] == TABLE_LEAF)
+    data[page * PAGE:page * PAGE + 16] = b"\xff" * 16
+    path.write_bytes(data)  # written again: its modification time moves
+    with pytest.raises(InputError, match="is damaged \\(database disk image is malformed\\)"):
+        reading.check_sqlite_store(path)
+    assert len(opened) == 2
+
+
 def state(folder: Path) -> dict:
     """Every file under ``folder`` with its bytes and modification time."""
     return {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in sorted(folder.rglob("*")) if path.is_file()}
