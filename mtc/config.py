@@ -275,17 +275,24 @@ def trial_list(spec: MethodSpec, repeats: int) -> list[Trial]:
     return [Trial(point, seed) for point in spec.grid_points() for seed in range(repeats)]
 
 
-def seeds_per_trial(setting, n_trials: int, repeats: int, parallel_slots: int) -> int:
+def seeds_per_trial(setting, n_trials: int, repeats: int, parallel_slots: int, grid_points: int | None = None) -> int:
     """How many seeds of one grid point a Ray Tune trial runs.
 
     An int is taken as it is; "auto" takes the largest batch (at most ``repeats``) that still
     leaves four Tune trials per parallel slot, so small sweeps and big clusters keep one seed
     per trial and only long sweeps on few CPUs batch (each Tune trial and report adds driver
-    and worker overhead: benchmarks/sweep_overhead.py).
+    and worker overhead: benchmarks/sweep_overhead.py). A sweep of fewer ``grid_points`` than
+    slots has its seeds split so that it alone can keep every slot busy: a study's
+    single-point sweep of slow fits otherwise ran as one Tune trial on one CPU while the
+    others idled (``all --with a_kmeans``: A-kmeans on NG3's 10 seeds, 8 minutes on one core).
     """
-    if setting == "auto":
-        return max(1, min(repeats, n_trials // (4 * max(1, parallel_slots))))
-    return setting
+    if setting != "auto":
+        return setting
+    slots = max(1, parallel_slots)
+    size = max(1, min(repeats, n_trials // (4 * slots)))
+    if grid_points and grid_points < slots:
+        size = min(size, -(-repeats // -(-slots // grid_points)))  # ceil(repeats / ceil(slots / points))
+    return size
 
 
 def seed_batches(trials: list[Trial], size: int) -> dict[str, list[Trial]]:

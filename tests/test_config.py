@@ -93,10 +93,50 @@ def test_seeds_per_trial(setting, n_trials, slots, expected):
     assert seeds_per_trial(setting, n_trials, 10, slots) == expected
 
 
+@pytest.mark.parametrize("n_trials, slots, grid_points, expected", [
+    (80, 2, 1, 5),  # a study's single-point sweep of 10 seeds on 2 CPUs: two Tune trials, one per CPU
+    (80, 3, 1, 4),  # 3 CPUs: ceil(10 / 3) seeds a trial
+    (200, 4, 2, 5),  # 2 points on 4 CPUs: each point's seeds in two
+    (80, 2, 2, 10),  # as many points as CPUs: batched by the count alone
+    (250, 2, 25, 10),
+    (12, 2, 1, 1),
+    (80, 2, None, 10),  # points not given: the count alone
+])
+def test_a_sweep_of_fewer_grid_points_than_slots_splits_its_seeds_over_them(n_trials, slots, grid_points, expected):
+    assert seeds_per_trial("auto", n_trials, 10, slots, grid_points) == expected
+    assert seeds_per_trial(3, n_trials, 10, slots, grid_points) == 3  # an int is taken as it is
+
+
 @pytest.mark.parametrize("setting", [0, -2, "two", 1.5, True])
 def test_bad_seeds_per_trial_rejected(compose_config, setting):
     with pytest.raises(ValueError, match="sweep.seeds_per_trial \\(or 'auto'\\) must be a positive integer"):
         settings(compose_config(f"sweep.seeds_per_trial={setting}"))
+
+
+def test_a_study_splits_only_its_single_point_sweep_over_both_cpus(compose_config):
+    """tune_batches as a study's Tuner calls it: a 4-point sweep of 10 seeds and a 1-point one
+    (50 pending trials on 2 CPUs: the count allows batches of 6); the single-point sweep's
+    seeds go in two Tune trials of 5, one per CPU, the other sweep's points keep one batch each
+    of up to 6 seeds; every pending trial is in one batch."""
+    from types import SimpleNamespace
+
+    from mtc.sweep.driver import tune_batches
+
+    def opened(name, *overrides):
+        cfg = compose_config(*overrides, "sweep.repeats=10")
+        run = settings(cfg)
+        return SimpleNamespace(plan=SimpleNamespace(name=name, run=run),
+                               pending=trial_list(method_spec(cfg), cfg.sweep.repeats))
+
+    grid, single = opened("kkm-grid", "method=kkm", "method.grid.kernel_width=[0.5,1.0,2.0,4.0]"), \
+        opened("kmeans-one", "method=kmeans")
+    batches = tune_batches([grid, single], 2)
+    sizes = {}
+    for owner, trials in batches.values():
+        sizes.setdefault(owner, []).append(len(trials))
+    assert sizes == {"kkm-grid": [6, 4] * 4, "kmeans-one": [5, 5]}
+    assert sorted((owner, t.label, t.seed) for owner, trials in batches.values() for t in trials) == sorted(
+        [("kkm-grid", t.label, t.seed) for t in grid.pending] + [("kmeans-one", t.label, t.seed) for t in single.pending])
 
 
 def test_seed_batches_stay_within_one_grid_point(compose_config):

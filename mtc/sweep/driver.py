@@ -592,7 +592,8 @@ def tune_batches(opened: list[OpenSweep], slots: int) -> dict[str, tuple[str, li
     pending = sum(len(sweep.pending) for sweep in opened)
     for sweep in opened:
         settings_ = sweep.plan.run.sweep
-        size = seeds_per_trial(settings_.seeds_per_trial, pending, settings_.repeats, slots)
+        size = seeds_per_trial(settings_.seeds_per_trial, pending, settings_.repeats, slots,
+                               len({trial.label for trial in sweep.pending}))
         for name, trials in seed_batches(sweep.pending, size).items():
             batches[f"{sweep.plan.name} {name}" if len(opened) > 1 else name] = (
                 sweep.plan.name, staggered(trials, len(batches), slots))
