@@ -186,7 +186,12 @@ TABLE_LEAF = 0x0D  # the first byte of a table's leaf page
 def damaged(path: Path, offset: int, garbage: bytes) -> Path:
     """A real MLflow store with ``garbage`` written at ``offset`` of its first table leaf page
     after page 1 (whose header starts past the file's own 100-byte header)."""
-    mlflow_store(path)
+    return corrupted(mlflow_store(path), offset, garbage)
+
+
+def corrupted(path: Path, offset: int, garbage: bytes) -> Path:
+    """The store at ``path`` with ``garbage`` written at ``offset`` of its first table leaf page
+    after page 1."""
     data = bytearray(path.read_bytes())
     page = next(i for i in range(1, len(data) // PAGE) if data[i * PAGE] == TABLE_LEAF)
     data[page * PAGE + offset:page * PAGE + offset + len(garbage)] = garbage
@@ -234,10 +239,7 @@ def test_a_store_is_read_through_for_damage_once_until_it_is_written_again(tmp_p
     reading.check_sqlite_store(path)
     reading.check_sqlite_store(path)
     assert len(opened) == 1  # read once
-    data = bytearray(path.read_bytes())
-    page = next(i for i in range(1, len(data) // PAGE) if data[i * PAGE] == TABLE_LEAF)
-    data[page * PAGE:page * PAGE + 16] = b"\xff" * 16
-    path.write_bytes(data)  # written again: its modification time moves
+    corrupted(path, 0, b"\xff" * 16)  # written again: its modification time moves
     with pytest.raises(InputError, match="is damaged \\(database disk image is malformed\\)"):
         reading.check_sqlite_store(path)
     assert len(opened) == 2
