@@ -124,6 +124,25 @@ def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):
     assert arrays["labels/task0"].shape == (80,)
 
 
+def test_a_local_stores_trial_files_are_read_in_place_without_a_temporary_folder(finished_sweep, monkeypatch):
+    """A compare reads the labels of tens of thousands of trials: from a local artifact store
+    they are read where they are, with no temporary folder made per trial (it cost more than
+    the read); the labels are the trial's own."""
+    import tempfile
+
+    _, _, result, client = finished_sweep
+    run = next(r for r in children(client, result) if r.info.status == "FINISHED")
+    expected = tracking.load_trial_arrays(client, run.info.run_id, run.info.artifact_uri)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a temporary folder was made to read a local store's file")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", refused)
+    labels = tracking.load_labels(client, run.info.run_id, run.info.artifact_uri, ["task0", "task1"])
+    assert [list(a) for a in labels] == [list(expected["labels/task0"]), list(expected["labels/task1"])]
+    assert len(labels[0]) == 80
+
+
 def test_the_workers_keep_the_k_means_labels_of_their_seedings_as_files(finished_sweep, monkeypatch):
     """The toy seeds with kmeans_labels and the worker's cache: each (task, seed) k-means of
     the fitted trials is a file in steps/ of the processed-data cache, holding the labels the

@@ -420,17 +420,19 @@ def load_trial_arrays(client, run_id: str, artifact_uri: str, keys: list[str] | 
     array is decompressed when read, a trace alone in a seventh of the whole file's time), read
     in place from a local artifact store, else downloaded; None for a run logged before it
     existed (its labels are then in labels.npz, its traces in metrics)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = artifact_path(client, run_id, artifact_uri, TRIAL_ARTIFACT, tmp)
+    with artifact_path(client, run_id, artifact_uri, TRIAL_ARTIFACT) as path:
         if path is None:
             return None
         with np.load(path) as stored:
             return {key: stored[key] for key in (stored.files if keys is None else keys)}
 
 
-def artifact_path(client, run_id: str, artifact_uri: str, name: str, tmp: str) -> Path | None:
-    """Where artifact ``name`` of a run can be read: in place in a local store, else downloaded
-    into ``tmp``; None when the run has no such artifact."""
+@contextlib.contextmanager
+def artifact_path(client, run_id: str, artifact_uri: str, name: str):
+    """Within, where artifact ``name`` of a run can be read: in place in a local store, else
+    downloaded into a temporary folder that is removed after (made only then: a compare reads
+    tens of thousands of local trials, and a folder made and removed per trial cost more than
+    reading its labels); None when the run has no such artifact."""
     from urllib.parse import unquote, urlparse
 
     from mlflow.exceptions import MlflowException
@@ -440,11 +442,14 @@ def artifact_path(client, run_id: str, artifact_uri: str, name: str, tmp: str) -
         if not folder.is_dir():
             raise InputError(f"run {run_id}: its artifact folder {folder} is gone; if the store was moved, "
                              "run python -m mtc.store.relocate beside it (README: moving a local store)")
-        return folder / name if (folder / name).is_file() else None
-    try:
-        return Path(client.download_artifacts(run_id, name, tmp))
-    except (MlflowException, OSError):
-        return None
+        yield folder / name if (folder / name).is_file() else None
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = Path(client.download_artifacts(run_id, name, tmp))
+        except (MlflowException, OSError):
+            path = None
+        yield path
 
 
 def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -> list[np.ndarray]:
@@ -454,8 +459,7 @@ def load_labels(client, run_id: str, artifact_uri: str, task_names: list[str]) -
     arrays = load_trial_arrays(client, run_id, artifact_uri, keys)
     if arrays is not None:
         return [arrays[key] for key in keys]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = artifact_path(client, run_id, artifact_uri, "labels.npz", tmp)
+    with artifact_path(client, run_id, artifact_uri, "labels.npz") as path:
         if path is None:
             raise InputError(f"run {run_id} has neither {TRIAL_ARTIFACT} nor labels.npz")
         with np.load(path) as stored:
