@@ -94,18 +94,31 @@ def _children(session, ids: list[str]) -> tuple[dict, dict, dict]:
     tags, params, metrics = defaultdict(list), defaultdict(list), defaultdict(list)
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start:start + CHUNK]
-        for run_id, key, value in session.execute(
-                sa.select(SqlTag.run_uuid, SqlTag.key, SqlTag.value).where(SqlTag.run_uuid.in_(chunk))):
+        for run_id, key, value in driver_rows(session, sa.select(SqlTag.run_uuid, SqlTag.key, SqlTag.value)
+                                              .where(SqlTag.run_uuid.in_(chunk))):
             tags[run_id].append(RunTag(key, value))
-        for run_id, key, value in session.execute(
-                sa.select(SqlParam.run_uuid, SqlParam.key, SqlParam.value).where(SqlParam.run_uuid.in_(chunk))):
+        for run_id, key, value in driver_rows(session, sa.select(SqlParam.run_uuid, SqlParam.key, SqlParam.value)
+                                              .where(SqlParam.run_uuid.in_(chunk))):
             params[run_id].append(Param(key, value))
-        for run_id, key, value, timestamp, step, is_nan in session.execute(
-                sa.select(SqlLatestMetric.run_uuid, SqlLatestMetric.key, SqlLatestMetric.value,
-                          SqlLatestMetric.timestamp, SqlLatestMetric.step, SqlLatestMetric.is_nan)
+        for run_id, key, value, timestamp, step, is_nan in driver_rows(
+                session, sa.select(SqlLatestMetric.run_uuid, SqlLatestMetric.key, SqlLatestMetric.value,
+                                   SqlLatestMetric.timestamp, SqlLatestMetric.step, SqlLatestMetric.is_nan)
                 .where(SqlLatestMetric.run_uuid.in_(chunk))):
             metrics[run_id].append(Metric(key, float("nan") if is_nan else value, timestamp, step))
     return tags, params, metrics
+
+
+def driver_rows(session, query) -> list[tuple]:
+    """The query's rows as the database driver returns them (tuples), without SQLAlchemy's Row
+    objects: for the tags, params and latest metrics of a compare's runs (1.7 million rows for the
+    spmtc study's folders) these took about 16 of the 22 seconds of reading them. The columns read
+    this way need no conversion: text, integers, floats, and ``is_nan`` read by its truth (SQLite
+    returns 0 or 1, PostgreSQL a bool)."""
+    result = session.connection().execute(query)  # Core's CursorResult (the session's would be the ORM's)
+    try:
+        return result.cursor.fetchall()
+    finally:
+        result.close()
 
 
 def _run(row, experiment_id: str, tags: list, params: list, metrics: list):
