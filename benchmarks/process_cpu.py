@@ -93,9 +93,9 @@ def by_kind(seen: dict, started_before: set) -> dict[str, list[float]]:
     only what it used since."""
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for key, (first, last, line) in seen.items():
-        used = last - first if key in started_before else last
-        totals[kind(line)][0] += used
-        totals[kind(line)][1] += 1
+        total = totals[kind(line)]
+        total[0] += last - first if key in started_before else last
+        total[1] += 1
     return totals
 
 
