@@ -50,7 +50,7 @@ def store(tmp_path_factory):
         for method, overrides in METHODS.items():  # on one local Ray, kept between the sweeps
             run_sweep(settings(compose_config([
                 f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_root={tmp / 'artifacts'}",
-                "ray.num_cpus=2", "sweep.verbose=0", "data=synthetic", "data.params.samples_per_cluster=10",
+                "ray.num_cpus=1", "sweep.verbose=0", "data=synthetic", "data.params.samples_per_cluster=10",
                 "data.params.separation=0.7", f"sweep.repeats={REPEATS}", f"method={method}", *overrides])),
                 keep_ray=True)
     finally:
@@ -354,7 +354,7 @@ def test_a_pooled_benchmark_reads_every_sample_size_sweep_as_one(tmp_path):
         for method, sizes in {"kmeans": (10, 20), "snmf": (10,)}.items():
             for size in sizes:
                 results[method, size] = run_sweep(settings(compose_config([
-                    f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", "ray.num_cpus=2",
+                    f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri={uri}", "ray.num_cpus=1",
                     f"mlflow.artifact_root={tmp_path / 'artifacts'}", "sweep.verbose=0", "data=synthetic",
                     "+data.draw=per_seed", f"data.params.samples_per_cluster={size}", "sweep.repeats=3",
                     f"method={method}", f"sweep.name={method}-synthetic-n{size}"])), keep_ray=True)

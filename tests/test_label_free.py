@@ -64,7 +64,7 @@ def swept(wine):
     try:  # the sweeps on one local Ray, kept between them
         results = {method: run_sweep(settings(compose_config([
             f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri={uri}", f"mlflow.artifact_root={tmp / 'artifacts'}",
-            "ray.num_cpus=2", "sweep.verbose=0", f"sweep.repeats={REPEATS}", f"method={method}", "data=files",
+            "ray.num_cpus=1", "sweep.verbose=0", f"sweep.repeats={REPEATS}", f"method={method}", "data=files",
             "data.name=wine", f"data.params.paths=[{paths}]", "data.params.n_clusters=3", *overrides])), keep_ray=True)
             for method, overrides in METHODS.items()}
     finally:

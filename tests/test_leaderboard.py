@@ -58,7 +58,7 @@ def small_study(tmp_path_factory):
     path = folder / "small.yaml"
     path.write_text(STUDY.format(a=folder / "a.csv", b=folder / "b.csv"))
     store = [f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}", f"mlflow.artifact_root={folder / 'art'}",
-             f"output_dir={folder / 'outputs'}", "ray.num_cpus=2"]
+             f"output_dir={folder / 'outputs'}", "ray.num_cpus=1"]
     return folder, path, store
 
 

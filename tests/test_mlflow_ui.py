@@ -66,7 +66,7 @@ def sweep(tmp_path_factory):
     grid = [f"method.grid.{key}=[{','.join(map(str, values))}]" for key, values in GRID.items()]
     cfg = compose_config([
         f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
-        f"mlflow.artifact_root={tmp / 'artifacts'}", "mlflow.readable_trial_files=true", "ray.num_cpus=2",
+        f"mlflow.artifact_root={tmp / 'artifacts'}", "mlflow.readable_trial_files=true", "ray.num_cpus=1",
         "sweep.verbose=0", "method=mtcmrl", *grid, "++method.params.max_iter=20", f"sweep.repeats={REPEATS}",
         "data=synthetic", "data.params.n_tasks=2", "data.params.samples_per_cluster=5"])
     printed = io.StringIO()

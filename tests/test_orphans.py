@@ -33,7 +33,7 @@ from mtc.sweep.driver import RAY_FOLDER
 pytestmark = pytest.mark.slow
 
 PLUGIN = Path(__file__).parent / "plugin"
-TOY = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=2", "sweep.seeds_per_trial=1",
+TOY = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=1", "sweep.seeds_per_trial=1",
        "data.params.n_tasks=2", "data.params.samples_per_cluster=10", "++method.grid.shift=[0.0,1.0]",
        "++method.params.delay=1.0", "sweep.repeats=3"]  # 6 trials of 1 s
 STUDY = """sweeps:
@@ -77,7 +77,7 @@ def study_args(folder: Path) -> list[str]:
     (folder / "study.yaml").write_text(STUDY)
     return ["-m", "mtc.reproduce", str(folder / "study.yaml"), f"output_dir={folder / 'out'}",
             f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}", f"mlflow.artifact_root={folder / 'artifacts'}",
-            "ray.num_cpus=2", "--compare-root", str(folder)]
+            "ray.num_cpus=1", "--compare-root", str(folder)]
 
 
 def start(folder: Path, args: list[str], env: dict) -> subprocess.Popen:

@@ -126,7 +126,7 @@ def test_every_method_on_own_data_lists_what_cannot_run_and_never_chooses_a_coll
     study = reproduce.load_study(OWN_DATA_STUDY)
     overrides = [*files_overrides(breast_cancer, ["u1.csv", "u2.csv"], "data.params.n_clusters=[2,3]",
                                   "data.params.scale=none"),
-                 "sweep.repeats=2", "ray.num_cpus=2", f"output_dir={tmp_path / 'outputs'}",
+                 "sweep.repeats=2", "ray.num_cpus=1", f"output_dir={tmp_path / 'outputs'}",
                  f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", f"mlflow.artifact_root={tmp_path / 'art'}"]
     not_run = {}
     plans = reproduce.plan_study(study, overrides, [], not_run)
@@ -161,7 +161,7 @@ def test_a_second_study_from_python_reuses_the_processes_ray(breast_cancer, tmp_
     from mtc.sweep.driver import stop_kept_ray
 
     store = [f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
-             f"mlflow.artifact_root={tmp_path / 'art'}", "ray.num_cpus=2"]
+             f"mlflow.artifact_root={tmp_path / 'art'}", "ray.num_cpus=1"]
     try:
         first = reproduce.run(OWN_DATA_STUDY, *files_overrides(breast_cancer, ["t1.csv", "t2.csv"],
                                                                "data.params.label_column=label"),

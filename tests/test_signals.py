@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 PLUGIN = Path(__file__).parent / "plugin"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])}
-TOY = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=2", "sweep.seeds_per_trial=1",
+TOY = [f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=1", "sweep.seeds_per_trial=1",
        "data.params.n_tasks=2", "data.params.samples_per_cluster=10"]
 SLOW = [*TOY, "++method.grid.shift=[0.0,1.0]", "++method.params.delay=1.0", "sweep.repeats=3"]  # 6 trials of 1 s
 

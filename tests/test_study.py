@@ -28,7 +28,7 @@ PLUGIN = Path(__file__).parent / "plugin"
 
 def store_overrides(tmp: Path) -> list[str]:
     return [f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
-            f"mlflow.artifact_root={tmp / 'artifacts'}", "ray.num_cpus=2"]
+            f"mlflow.artifact_root={tmp / 'artifacts'}", "ray.num_cpus=1"]
 
 
 def dry_run_text(study, overrides, only=()) -> str:

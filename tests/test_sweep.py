@@ -46,7 +46,7 @@ def sweep_overrides(tmp, *overrides) -> list[str]:
     return [
         f"hydra.searchpath=[file://{PLUGIN / 'conf'}]",
         f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
-        f"mlflow.artifact_root={tmp / 'artifacts'}", "ray.num_cpus=2", "sweep.verbose=0",
+        f"mlflow.artifact_root={tmp / 'artifacts'}", "ray.num_cpus=1", "sweep.verbose=0",
         "method=toy", "method.grid.shift=[1.0]", "++method.grid.fail=[false,true]", "sweep.repeats=2",
         "data.params.n_tasks=2", "data.params.samples_per_cluster=20", *overrides,
     ]
@@ -321,7 +321,7 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
 
     cfg = compose_config([
         f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
-        f"mlflow.artifact_root={tmp_path / 'artifacts'}", "ray.num_cpus=2", "sweep.verbose=0", "method=kmeans",
+        f"mlflow.artifact_root={tmp_path / 'artifacts'}", "ray.num_cpus=1", "sweep.verbose=0", "method=kmeans",
         "sweep.repeats=3", "+data.draw=per_seed", "data.params.n_tasks=2", "data.params.samples_per_cluster=10"])
     run = settings(cfg)
     result = shared_ray_sweep(cfg)
