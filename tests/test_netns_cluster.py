@@ -162,6 +162,18 @@ def detected_after(err: str, lost_at: float) -> float | None:
     return datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - lost_at
 
 
+def failure_lines(err: str) -> str:
+    """Every line of the driver's stderr on a trial's failure (Ray Tune's "Trial task failed for
+    trial ..." with its time, the actor's pid, node and cause, "Trials did not complete") and
+    the last progress line: which trials failed how often, in the order Tune saw it, for a
+    failure whose stderr's end shows only the last traceback."""
+    wanted = re.compile(r"Trial task failed|Trials did not complete|\tpid: |\tip: |node has died|"
+                        r"never started|marked dead|^error: ")
+    lines = [line for line in err.splitlines() if wanted.search(line)]
+    progress = [line for line in re.split(r"[\r\n]", err) if "retried" in line][-1:]
+    return "\n".join([*lines, *progress]) + "\n---\n"
+
+
 def progress_counts(err: str) -> dict[str, int]:
     """The last counts of the study's progress line (mtc.sweep.progress: 'running 2, failed 0, retried 1,
     nodes lost 1')."""
@@ -196,7 +208,7 @@ def test_a_study_survives_the_loss_of_a_worker_host(cluster, tmp_path, monkeypat
           f"FINISHED runs {sum(found['finished'].values())} for {len(found['finished'])} trials, child statuses "
           f"{dict(found['statuses'])}, deleted {found['deleted']}, parents {dict(found['parents'])}, progress "
           f"{progress_counts(err)}; FINISHED runs per node {sorted(found['nodes'].values())}")
-    assert code == 0, err[-3000:]
+    assert code == 0, failure_lines(err) + err[-3000:]
     assert found["finished"] == Counter(dict.fromkeys(expected, 1))  # every planned trial once, nothing else
     assert found["statuses"] == {"FINISHED": len(expected)}  # none RUNNING, none FAILED
     assert found["parents"] == {"FINISHED": 4}
