@@ -214,7 +214,7 @@ def test_a_driver_killed_with_sigkill_is_resumed_at_once_against_a_tracking_serv
     args = ["-m", "mtc.sweep", f"hydra.searchpath=[file://{PLUGIN / 'conf'}]", "method=toy", "ray.num_cpus=1",
             "sweep.seeds_per_trial=1", "data.params.n_tasks=2", "data.params.samples_per_cluster=10",
             "++method.grid.shift=[0.0,1.0]", "++method.params.delay=1.5", "sweep.repeats=8",
-            "sweep.name=resumed", f"mlflow.tracking_uri={uri}"]  # 16 trials of 1.5 s one at a time: a loaded machine still kills it mid-way
+            "sweep.name=resumed", f"mlflow.tracking_uri={uri}"]  # 16 trials of 1.5 s in turn: killed mid-way when loaded
     first = start(folder, [*args, f"output_dir={folder / 'out'}"], driver_env(folder))
     try:
         wait_for(first, folder, "trials")
