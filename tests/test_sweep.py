@@ -1,10 +1,14 @@
 """End to end: Hydra config -> Ray Tune trials -> MLflow runs -> report (local Ray), with a
 solver from outside the package (tests/plugin: one module + one config, no platform change)."""
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -254,6 +258,42 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
     for run in runs:  # the trace was logged once: 4 steps, not 8
         assert len(client.get_metric_history(run.info.run_id, "objective/trace")) == 4
         assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"trial.npz"}  # compact by default
+
+
+def test_a_trial_left_in_error_with_retries_by_a_worker_killed_as_its_trial_ended_is_run_again(
+        tmp_path, plugin_path, monkeypatch):
+    """Ray Tune hands a finished trial's actor to the next trial; when that worker is killed in
+    between, the next trial ends in ERROR with its retries unused (Ray Tune recovers only a
+    RUNNING trial: mtc.sweep.stranded). The driver runs it again once and the sweep is complete."""
+    from mtc.sweep.driver import ray_processes
+
+    moments = tmp_path / "moments"
+    monkeypatch.setenv("MTC_DEBUG_MOMENTS", str(moments))
+    monkeypatch.setenv("MTC_DEBUG_PAUSE", "tune-trial-ended=1.0")  # the driver waits there, each trial's end
+    killed = []
+
+    def kill_the_worker_when_the_first_trial_ends():
+        while not (moments.exists() and "tune-trial-ended" in moments.read_text().split()):
+            time.sleep(0.01)
+        for pid in ray_processes():
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ImplicitFunc"):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+    killer = threading.Thread(target=kill_the_worker_when_the_first_trial_ends, daemon=True)
+    killer.start()
+    cfg = sweep_config(tmp_path, "++method.grid.fail=[false]", "method.grid.shift=[0.0,1.0]",
+                       "sweep.seeds_per_trial=1")  # 4 Tune trials, one at a time (ray.num_cpus=1): one worker
+    result = shared_ray_sweep(cfg)
+    killer.join(timeout=5)
+    assert len(killed) == 1  # the one worker, its trial just ended
+    assert result.tuner.tune_trials == 4 and result.tuner.run_again == 1 and result.tuner.tune_errors == 0
+    runs = children(tracking.client_for(result.tracking_uri), result)
+    keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in runs]
+    assert len(keys) == 4 and len(set(keys)) == 4  # one run per (grid point, seed)
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert all(s.n_runs == 2 and s.n_failed == 0 for s in result.summaries)
 
 
 def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_path, plugin_path, monkeypatch):

@@ -6,7 +6,8 @@
   finish_sweep; what a worker runs (fit_trial per seed, then write_fitted: the batch's runs
   at once) and keeps between trials (WORKER_CACHES);
 - progress: the one progress line; stopping: stop signals, and the line and exit code a
-  stopped or incomplete sweep ends with.
+  stopped or incomplete sweep ends with; stranded: the Tune trials Ray Tune ended with
+  retries left, which the driver runs again once.
 """
 
 from __future__ import annotations

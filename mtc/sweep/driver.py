@@ -69,6 +69,7 @@ from mtc.sweep.stopping import (
     shielded,
     stop_signals,
 )
+from mtc.sweep.stranded import StrandedTrials
 from mtc.sweep.planning import ALL_FINISHED_TAG, SweepPlan, plan_sweep, print_report, trials_digest
 from mtc.trial import trial_params
 
@@ -111,12 +112,14 @@ class SweepJob:
 @dataclass(frozen=True)
 class TunerOutcome:
     """The Ray Tune run of one or more sweeps' trials: ``lost`` holds the errors (one line each,
-    distinct) of seeds whose runs could not be logged."""
+    distinct) of seeds whose runs could not be logged; ``tune_errors`` counts the Tune trials
+    that ended in ERROR, after the second run of those ended with retries left (``run_again``)."""
 
     seconds: float = 0.0
     tune_trials: int = 0
     tune_errors: int = 0
     lost: tuple[str, ...] = ()
+    run_again: int = 0  # Tune trials ended with retries left and run again (mtc.sweep.stranded)
 
 
 @dataclass(frozen=True)
@@ -631,20 +634,29 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
         print(f"{sum(len(t) for _, t in batches.values())} trials in {len(batches)} Ray Tune trials, {slots} at a time")
     trainable = tune.with_parameters(sweep_trainable, jobs=jobs, owners=owners)
     trainable = tune.with_resources(trainable, {"cpu": sweep.cpus_per_trial})
-    progress = None if sweep.verbose else ProgressLine(
-        {key: len(trials) for key, (_, trials) in batches.items()}, name,
-        owners if len(jobs) > 1 else None)
-    callbacks = [callback for callback in (progress, finisher) if callback is not None]
+
+    def fit(keys: list[str], tune_name: str, *callbacks) -> list:
+        """The Tune trials of ``keys`` in one Tuner, under one progress line; their Results."""
+        progress = None if sweep.verbose else ProgressLine(
+            {key: len(batches[key][1]) for key in keys}, tune_name,
+            {key: owners[key] for key in keys} if len(jobs) > 1 else None)
+        tuner = tune.Tuner(
+            trainable,
+            param_space={"batch": tune.grid_search(keys)},
+            tune_config=tune.TuneConfig(reuse_actors=True, max_concurrent_trials=sweep.max_concurrent_trials),
+            run_config=tune.RunConfig(name=tune_name, storage_path=str(storage), verbose=sweep.verbose,
+                                      callbacks=[c for c in (progress, *callbacks) if c is not None],
+                                      failure_config=tune.FailureConfig(max_failures=sweep.max_failures,
+                                                                        fail_fast=False)),
+        )
+        try:
+            return list(tuner.fit())
+        finally:
+            if progress:
+                progress.close()
+
     if finisher is not None:
         finisher.expect(owners)
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"batch": tune.grid_search(list(batches))},
-        tune_config=tune.TuneConfig(reuse_actors=True, max_concurrent_trials=sweep.max_concurrent_trials),
-        run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=sweep.verbose,
-                                  callbacks=callbacks,
-                                  failure_config=tune.FailureConfig(max_failures=sweep.max_failures, fail_fast=False)),
-    )
     # Ctrl-C raises KeyboardInterrupt here instead of Tune's own handler, which would end
     # the Tuner quietly and let a partial sweep be reported as finished.
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
@@ -658,14 +670,18 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
         os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
         logging.getLogger("ray.tune").setLevel(logging.WARNING)
     start = time.perf_counter()
-    try:
-        results = tuner.fit()
-    finally:
-        if progress:
-            progress.close()
+    stranded = StrandedTrials()
+    results = fit(list(batches), name, finisher, stranded)
+    errors = sum(result.error is not None for result in results)
+    if stranded.batches:  # ended with retries left (mtc.sweep.stranded): run again, once; their sweeps are unclean
+        print(f"{name}: {len(stranded.batches)} Ray Tune trial(s) ended with retries left (a worker that died while "
+              "they waited for it): running them again once", file=sys.stderr, flush=True)
+        again = fit(stranded.batches, f"{name} again")
+        errors += sum(result.error is not None for result in again) - len(stranded.batches)
+        results += again
     lost = tuple(dict.fromkeys(result.metrics.get("lost_error") for result in results
                                if result.metrics and result.metrics.get("lost_error")))
-    return TunerOutcome(time.perf_counter() - start, len(batches), len(results.errors), lost)
+    return TunerOutcome(time.perf_counter() - start, len(batches), errors, lost, len(stranded.batches))
 
 
 def abandon(opened: OpenSweep, error: BaseException, trials_total: int) -> str:

@@ -8,13 +8,15 @@ starts or stops, and while a sweep's runs are created, a stop signal is noted an
 that step is over (deferred): a ``ray.init`` cut short leaves Ray's processes running, or
 a half-made core worker that crashes the driver (exit 139) when it is shut down.
 
-Test hook (tests/test_orphans.py), off unless set: with ``MTC_DEBUG_MOMENTS=<file>`` a driver
-appends the name of each moment it reaches to that file, one a line (``data``: before its data
-is checked, loaded if not yet; ``ray``: Ray about to start; ``ray-started``; ``trials``: the
-Tuner about to run; ``report``: the report about to be written; ``finished``: the sweep
-reported, Ray about to stop; ``compare``: a study's compare folders about to be written), and
+Test hook (tests/test_orphans.py, tests/test_sweep.py), off unless set: with
+``MTC_DEBUG_MOMENTS=<file>`` a driver appends the name of each moment it reaches to that file,
+one a line (``data``: before its data is checked, loaded if not yet; ``ray``: Ray about to
+start; ``ray-started``; ``trials``: the Tuner about to run; ``tune-trial-ended``: a Ray Tune
+trial ended, before Ray Tune hands its actor to the next trial (mtc.sweep.stranded);
+``report``: the report about to be written; ``finished``: the sweep reported, Ray about to
+stop; ``compare``: a study's compare folders about to be written), and
 ``MTC_DEBUG_PAUSE=<moment>=<seconds>`` makes it sleep there once it has written the name, so
-that a test's signal lands in that moment.
+that a test's signal (or kill) lands in that moment.
 """
 
 from __future__ import annotations
