@@ -444,6 +444,7 @@ def test_mtcfir_nr_skips_the_relations_its_distances_do_not_read(monkeypatch):
     similarities, bit for bit, as the distances from the relations' route-free call; MTCFIR
     with learned weights still needs them."""
     import mtc.methods.mtcfir as mtcfir
+    import mtc.numerics.consistent_similarity as consistent_similarity
     from mtc.numerics.consistent_similarity import (adaptive_neighbours, distance_matrices, relation_matrices,
                                                     rescale_and_symmetrise)
 
@@ -455,7 +456,7 @@ def test_mtcfir_nr_skips_the_relations_its_distances_do_not_read(monkeypatch):
     def refused(_):
         raise AssertionError("relation matrices computed")
 
-    monkeypatch.setattr(mtcfir, "relation_matrices", refused)
+    monkeypatch.setattr(consistent_similarity, "relation_matrices", refused)  # what MTCFIR's kept_relations calls
     alpha, similarities = mtcfir.MTCFIRnR()._similarity_step(features, "features", neighbours)
     np.testing.assert_array_equal(alpha, np.ones((2, 2)))
     for got, want in zip(similarities, expected):

@@ -292,3 +292,62 @@ def test_msda_features_are_shared_through_the_cache_folder_by_mtcfir_and_its_abl
         repaired = MTCFIR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
     assert computed == [(0.5, 3)] and np.load(file).shape == (180, planted.matrices[0].shape[1] * 4)
     np.testing.assert_array_equal(repaired.objective_trace_, first.objective_trace_)
+
+
+def test_relations_and_seeding_coordinates_are_shared_through_the_cache_folder(planted, tmp_path, monkeypatch):
+    """MTCFIR's relations between its tasks' features and the k-means seeding's coordinates of
+    each task's (wide: 160 mSDA features for 90 rows) are computed by the first worker and read
+    from its files by the next (and by MTCFIR-nR, on the same features): the same arrays in the
+    same memory order, so fits equal to the bit to fits without a cache. Relations computed on
+    two BLAS threads are kept in memory only; a damaged file is computed again."""
+    from threadpoolctl import threadpool_limits
+
+    from mtc.numerics import consistent_similarity, seeding
+    from mtc.numerics.msda import blas_threads
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        fresh = MTCFIR(n_clusters=3, random_state=0).fit(planted.matrices)
+        first = MTCFIR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+    (relations_file,) = (tmp_path / "mtcfir_relations").glob("*.npz")
+    (seeding_file,) = (tmp_path / "mtcfir_seeding").glob("*.npz")
+    computed = []
+    for module, name in ((consistent_similarity, "relation_matrices"), (seeding, "seeding_svd")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, real=real, name=name: computed.append(name) or real(*args))
+    with threadpool_limits(limits=1, user_api="blas"):
+        again = MTCFIR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+        ablation = MTCFIRnR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+        assert computed == []  # both read the first fit's files
+        fresh_ablation = MTCFIRnR(n_clusters=3, random_state=0).fit(planted.matrices)
+    for kept, without in ((first, fresh), (again, fresh), (ablation, fresh_ablation)):
+        np.testing.assert_array_equal(kept.objective_trace_, without.objective_trace_)
+        np.testing.assert_array_equal(kept.task_weights_, without.task_weights_)
+        for a, b in zip(kept.labels_, without.labels_):
+            np.testing.assert_array_equal(a, b)
+
+    features = [np.abs(np.random.default_rng(t).normal(size=(n, 60))) for t, n in enumerate((20, 30, 25))]
+    direct = consistent_similarity.relation_matrices(features)
+    with threadpool_limits(limits=1, user_api="blas"):
+        consistent_similarity.kept_relations(features, "three tasks", Cache(folder=tmp_path))
+        assert len(list((tmp_path / "mtcfir_relations").glob("*.npz"))) == 2
+        read = consistent_similarity.kept_relations(features, "three tasks", Cache(folder=tmp_path))
+        narrow = [F[:, :10] for F in features]  # 3,775 relation entries against 750 features: not kept as a file
+        consistent_similarity.kept_relations(narrow, "three narrow tasks", Cache(folder=tmp_path))
+        assert len(list((tmp_path / "mtcfir_relations").glob("*.npz"))) == 2
+    assert sorted(read) == sorted(direct)
+    for pair, V in direct.items():  # V^(tt) as relation_matrices leaves it (its transpose's order), V^(st) = V^(ts)'
+        np.testing.assert_array_equal(read[pair], V)
+        assert (read[pair].flags.c_contiguous, read[pair].flags.f_contiguous) == (V.flags.c_contiguous,
+                                                                                   V.flags.f_contiguous)
+    relations_file.write_bytes(b"not an archive")
+    computed.clear()
+    with threadpool_limits(limits=1, user_api="blas"):
+        repaired = MTCFIR(n_clusters=3, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+    assert computed == ["relation_matrices"] and len(np.load(relations_file).files) == 3  # (0,0), (0,1), (1,1)
+    np.testing.assert_array_equal(repaired.objective_trace_, fresh.objective_trace_)
+    assert seeding_file.exists()
+    with threadpool_limits(limits=2, user_api="blas"):
+        if blas_threads() == 2:  # a BLAS that can run on two threads here
+            before = set((tmp_path / "mtcfir_relations").glob("*.npz"))
+            MTCFIR(n_clusters=3, corruption=0.6, random_state=0, cache=Cache(folder=tmp_path)).fit(planted.matrices)
+            assert set((tmp_path / "mtcfir_relations").glob("*.npz")) == before

@@ -26,10 +26,10 @@ from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, SNMF_UPDATE, STOPPING, 
 from mtc.numerics.affinity import cosine_operator
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.consistent_similarity import (consistent_similarity, distance_matrices, distances_use_relations,
-                                                relation_matrices, task_weights)
+                                                kept_relations, task_weights)
 from mtc.numerics.convergence import summed_traces
 from mtc.numerics.msda import kept_msda_features
-from mtc.numerics.seeding import initial_indicator, kmeans_coordinates
+from mtc.numerics.seeding import initial_indicator, kept_kmeans_coordinates
 from mtc.numerics.snmf import snmf
 from mtc.numerics.stacking import row_counts, split_rows, stack_rows
 from mtc.record import LabelledMatrix
@@ -145,10 +145,9 @@ class MTCFIR(MultiTaskClusterer):
                                      lambda: self._similarity_step(features, features_key, neighbours))
         self.task_weights_ = alpha / np.diag(alpha)[:, None]  # alpha_t^t = 1, as Tables 8-11
         # The k-means seeding's exact coordinates of each task's features (an eigendecomposition
-        # when d > n: 1.1 s of a 20NG fit), once per features, not once per seed; None where
-        # they are the features themselves, which the cache would freeze
-        seeding = cached(self.cache, "mtcfir_seeding", features_key,
-                         lambda: [None if C is F else C for F, C in ((F, kmeans_coordinates(F)) for F in features)])
+        # when d > n: 1.1 s of a 20NG fit), once per features, not once per seed (and, as a file,
+        # once per machine); None where they are the features themselves
+        seeding = kept_kmeans_coordinates(features, features_key, self.cache, "mtcfir_seeding")
         fits = []
         for t, M in enumerate(similarities):  # step 3
             start = features[t] if seeding[t] is None else seeding[t]  # the same k-means labels (kmeans_coordinates)
@@ -171,10 +170,10 @@ class MTCFIR(MultiTaskClusterer):
         # the relations serve the learned weights (Eq. 20) and, for features wider than all tasks'
         # samples, the distances; MTCFIR-nR on Handdigits needs neither (3.3 s of its 9 s step).
         # They depend on the features alone, so the grid's neighbour ratios share them (9.2 s of
-        # a 20NG point's 10.6 s step); one set kept (the grid's points run corruption by corruption)
+        # a 20NG point's 10.6 s step); one set kept (the grid's points run corruption by corruption),
+        # and wide features' as a file that the other workers and MTCFIR-nR read
         needed = self.learned_weights or (self.consistent and distances_use_relations(features))
-        relations = cached(self.cache, "mtcfir_relations", features_key, lambda: relation_matrices(features),
-                           keep=1) if needed else None
+        relations = kept_relations(features, features_key, self.cache) if needed else None
         alpha = task_weights(relations, neighbours) if self.learned_weights else np.ones((T, T))
         if self.consistent:  # Algorithm 3, lines 6-10; Sec. 3.5. At most 2 l non-zeros per row: built
             # sparse from the l x n weights and kept sparse when that is under a quarter of the

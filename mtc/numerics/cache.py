@@ -8,11 +8,17 @@ everything is computed afresh, with the same result to the bit. Cached arrays ar
 read-only, since several fits share them.
 
 A Cache with a ``folder`` also keeps the results of steps asked to ``persist`` there, one
-``.npy`` file per result: the workers of a machine, and later sweeps, then share them. A sweep
+``.npy`` file per array result (``.npz`` for a list of arrays): the workers of a machine, and
+later sweeps, then share them. A sweep
 gives its workers' caches a folder beside the processed datasets (``steps/`` in
 ``data.cache_dir``) and persists the k-means labels of the seeding (small, deterministic for
 a key that names everything they depend on: mtc.numerics.seeding.kmeans_labels) and mSDA's
-features (MTCFIR's step 1: mtc.numerics.msda.kept_msda_features; 513 MB at one 20NG corruption).
+features (MTCFIR's step 1: mtc.numerics.msda.kept_msda_features; 513 MB at one 20NG corruption),
+and MTCFIR's cosine relations between its tasks' features and the seeding's coordinates of each
+task's features (mtc.numerics.consistent_similarity.kept_relations,
+mtc.numerics.seeding.kept_kmeans_coordinates: 143 MB and 58 MB at one 20NG corruption; the
+``mtcmrl`` study's 20NG sweeps spent 205.2 s and 116.8 s of their fits computing them per
+worker and sweep, 50.1 s and 23.3 s once kept as files).
 Two workers fitting the same data with different methods or grid points (MTCFIR and its
 ablations on one corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same
 k-means or mSDA each, nor at the same moment: one computes a result while the others wait on
@@ -27,6 +33,7 @@ import os
 import socket
 import time
 import uuid
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -78,8 +85,8 @@ class Cache:
     def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False, valid=None):
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
         results of this step are kept (default: ``size``; more for small results that many
-        trials of a worker share, such as k-means labels). With ``persist`` (an array result
-        whose key's ``repr`` names everything it depends on) and a ``folder``, the result is
+        trials of a worker share, such as k-means labels). With ``persist`` (an array result,
+        or a list of arrays, whose key's ``repr`` names everything it depends on) and a ``folder``, the result is
         also read from and written to a file there; a file whose array ``valid(array)`` rejects
         is computed again."""
         kept = self.results.setdefault(step, OrderedDict())
@@ -122,14 +129,19 @@ def cached(cache: Cache | None, step: str, key, compute, keep: int | None = None
     return compute() if cache is None else cache.get(step, key, compute, keep)
 
 
-def _read(path: Path | None, valid=None) -> np.ndarray | None:
-    """A persisted result, or None when there is none (no path, no file, or one that cannot be
-    read or that ``valid`` rejects: it is computed again)."""
+def _read(path: Path | None, valid=None) -> np.ndarray | list | None:
+    """A persisted result (an array from ``path``, or a list of arrays from its ``.npz``
+    sibling), or None when there is none (no path, no file, or one that cannot be read or that
+    ``valid`` rejects: it is computed again)."""
     if path is None:
         return None
     try:
-        result = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
+        if path.exists():
+            result = np.load(path, allow_pickle=False)
+        else:
+            with np.load(path.with_suffix(".npz"), allow_pickle=False) as arrays:
+                result = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
     return None if valid is not None and not valid(result) else result
 
@@ -157,14 +169,20 @@ def _one_computes(path: Path | None):
         lock.release()
 
 
-def _write(path: Path, result: np.ndarray) -> None:
-    """Keep ``result`` at ``path``, atomically (a reader sees the whole file or none); a
-    folder that cannot be written (read-only, full) only means it is not kept."""
+def _write(path: Path, result: np.ndarray | list) -> None:
+    """Keep ``result`` at ``path`` (a list of arrays at its ``.npz`` sibling, uncompressed),
+    atomically (a reader sees the whole file or none); a folder that cannot be written
+    (read-only, full) only means it is not kept."""
+    if isinstance(result, (list, tuple)):
+        path = path.with_suffix(".npz")
     temporary = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "wb") as handle:
-            np.save(handle, result, allow_pickle=False)
+            if path.suffix == ".npz":
+                np.savez(handle, *result)
+            else:
+                np.save(handle, result, allow_pickle=False)
         os.replace(temporary, path)
     except OSError:
         temporary.unlink(missing_ok=True)

@@ -16,12 +16,19 @@ column to a maximum of 1 and symmetrises, M = (M + M') / 2.
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
+import scipy
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from mtc.numerics.affinity import squared_distances
+from mtc.numerics.cache import Cache
 from mtc.numerics.linalg import as_dense, self_gram
+from mtc.numerics.msda import blas_threads
+
+RELATIONS_VERSION = 1  # of kept_relations' files: bump when relation_matrices computes them differently
 
 
 def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
@@ -32,6 +39,38 @@ def relation_matrices(features: list[np.ndarray]) -> dict[tuple[int, int], np.nd
         for s in range(t, len(unit)):
             relations[(t, s)] = self_gram(unit[t]) if s == t else as_dense(unit[t] @ unit[s].T)
             relations[(s, t)] = relations[(t, s)].T
+    return relations
+
+
+def kept_relations(features: list, key, cache: Cache | None) -> dict[tuple[int, int], np.ndarray]:
+    """``relation_matrices(features)``, kept in ``cache`` by ``key`` (which must name the
+    features: MTCFIR's features key) and, when computed on one BLAS thread and no larger than
+    the features (the n^2 / 2 entries against n d: wide features, such as 20NG's mSDA features,
+    143 MB of relations against 513 MB; Handdigits' 10,000 x 4,096 would need 600 MB a
+    corruption and are not kept), as a file in the cache's folder: one worker of a machine
+    computes them per features, the others (and the other sweeps on them, MTCFIR-nR's) read
+    the file. The blocks V^(ts), s >= t, are what is
+    kept, each as relation_matrices gives it (V^(tt) too, in its memory order); V^(st) is the
+    transpose of V^(ts) as there, so the same arrays to the bit and in the same layout."""
+    if cache is None:
+        return relation_matrices(features)
+    T = len(features)
+    pairs = [(t, s) for t in range(T) for s in range(t, T)]
+    threads = blas_threads()
+    file_key = (key, threads, RELATIONS_VERSION, np.__version__, scipy.__version__, platform.machine())
+    shapes = [(features[t].shape[0], features[s].shape[0]) for t, s in pairs]
+    small = sum(a * b for a, b in shapes) <= sum(F.shape[0] * F.shape[1] for F in features)
+    def upper_blocks():
+        relations = relation_matrices(features)
+        return [relations[pair] for pair in pairs]
+
+    blocks = cache.get("mtcfir_relations", file_key, upper_blocks, keep=1, persist=threads == 1 and small,
+                       valid=lambda kept: [V.shape for V in kept] == shapes and all(V.dtype == np.float64 for V in kept))
+    relations = {}
+    for (t, s), V in zip(pairs, blocks):
+        relations[(t, s)] = V
+        if s != t:
+            relations[(s, t)] = V.T
     return relations
 
 

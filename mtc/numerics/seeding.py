@@ -35,6 +35,7 @@ from mtc.numerics.linalg import gram_svd, row_space_coordinates
 SEEDINGS = ("kmeans", "random")
 KMEANS_KEPT = 128  # labels kept per worker: 10 seeds x up to 6 tasks x 2 feature sets, a few MiB at n = 5000
 KMEANS_VERSION = 1  # of the kept labels' files: bump when kmeans_labels computes them differently
+COORDINATES_VERSION = 1  # of kept_kmeans_coordinates' files: bump when kmeans_coordinates computes them differently
 
 
 def seed_from(rng: np.random.Generator) -> int:
@@ -59,6 +60,25 @@ def kmeans_coordinates(X, svd=None):
     if X.shape[1] <= X.shape[0]:
         return X
     return row_space_coordinates(X, seeding_svd(X) if svd is None else svd)
+
+
+def kept_kmeans_coordinates(matrices, key, cache: Cache | None, step: str) -> list:
+    """``kmeans_coordinates`` of each matrix, or None where they are the matrix itself (which
+    the cache would freeze), kept in ``cache`` as ``step`` by ``key`` (which must name the
+    matrices) and, when every matrix is wider than its rows, as a file in the cache's folder:
+    one worker of a machine computes them (an eigendecomposition per matrix), the others and
+    later sweeps on the same matrices read it. The same bits either way: seeding_svd runs on
+    one thread whatever the caller's, and the file's key names the library versions."""
+    def compute():
+        return [None if C is X else C for X, C in ((X, kmeans_coordinates(X)) for X in matrices)]
+
+    if cache is None:
+        return compute()
+    wide = all(X.shape[1] > X.shape[0] for X in matrices)  # every entry an array: a list of arrays to keep
+    file_key = (key, COORDINATES_VERSION, np.__version__, scipy.__version__, platform.machine())
+    rows = [X.shape[0] for X in matrices]
+    return cache.get(step, file_key, compute, persist=wide,
+                     valid=lambda kept: [C.shape[0] for C in kept] == rows and all(C.dtype == np.float64 for C in kept))
 
 
 def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: Cache | None = None) -> np.ndarray:
