@@ -9,17 +9,16 @@ read-only, since several fits share them.
 
 A Cache with a ``folder`` also keeps the results of steps asked to ``persist`` there, one
 ``.npy`` file per array result (``.npz`` for a list of arrays): the workers of a machine, and
-later sweeps, then share them. A sweep
-gives its workers' caches a folder beside the processed datasets (``steps/`` in
-``data.cache_dir``) and persists the k-means labels of the seeding (small, deterministic for
-a key that names everything they depend on: mtc.numerics.seeding.kmeans_labels) and mSDA's
-features (MTCFIR's step 1: mtc.numerics.msda.kept_msda_features; 513 MB at one 20NG corruption),
-and MTCFIR's cosine relations between its tasks' features and the seeding's coordinates of each
-task's features (mtc.numerics.consistent_similarity.kept_relations,
-mtc.numerics.seeding.kept_kmeans_coordinates: 143 MB and 58 MB at one 20NG corruption; the
-``mtcmrl`` study's 20NG sweeps spent 205.2 s and 116.8 s of their fits computing them per
-worker and sweep, 50.1 s and 23.3 s once kept as files).
-Two workers fitting the same data with different methods or grid points (MTCFIR and its
+later sweeps, then share them. A sweep gives its workers' caches a folder beside the processed
+datasets (``steps/`` in ``data.cache_dir``) and persists the k-means labels of the seeding
+(small, deterministic for a key that names everything they depend on:
+mtc.numerics.seeding.kmeans_labels), mSDA's features (MTCFIR's step 1:
+mtc.numerics.msda.kept_msda_features; 513 MB at one 20NG corruption), and MTCFIR's cosine
+relations between its tasks' features and the seeding's coordinates of each task's features
+(mtc.numerics.consistent_similarity.kept_relations, mtc.numerics.seeding.kept_kmeans_coordinates:
+143 MB and 58 MB at one 20NG corruption; the ``mtcmrl`` study's 20NG sweeps spent 205.2 s and
+116.8 s of their fits computing them per worker and sweep, 50.1 s and 23.3 s once kept as
+files). Two workers fitting the same data with different methods or grid points (MTCFIR and its
 ablations on one corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same
 k-means or mSDA each, nor at the same moment: one computes a result while the others wait on
 its lock file, then read it.
@@ -86,9 +85,9 @@ class Cache:
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
         results of this step are kept (default: ``size``; more for small results that many
         trials of a worker share, such as k-means labels). With ``persist`` (an array result,
-        or a list of arrays, whose key's ``repr`` names everything it depends on) and a ``folder``, the result is
-        also read from and written to a file there; a file whose array ``valid(array)`` rejects
-        is computed again."""
+        or a list of arrays, whose key's ``repr`` names everything it depends on) and a
+        ``folder``, the result is also read from and written to a file there; a file whose
+        result ``valid(result)`` rejects is computed again."""
         kept = self.results.setdefault(step, OrderedDict())
         if key in kept:
             kept.move_to_end(key)

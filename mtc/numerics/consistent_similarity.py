@@ -49,9 +49,9 @@ def kept_relations(features: list, key, cache: Cache | None) -> dict[tuple[int, 
     143 MB of relations against 513 MB; Handdigits' 10,000 x 4,096 would need 600 MB a
     corruption and are not kept), as a file in the cache's folder: one worker of a machine
     computes them per features, the others (and the other sweeps on them, MTCFIR-nR's) read
-    the file. The blocks V^(ts), s >= t, are what is
-    kept, each as relation_matrices gives it (V^(tt) too, in its memory order); V^(st) is the
-    transpose of V^(ts) as there, so the same arrays to the bit and in the same layout."""
+    the file. The blocks V^(ts), s >= t, are what is kept, each as relation_matrices gives it
+    (V^(tt) too, in its memory order); V^(st) is the transpose of V^(ts) as there, so the same
+    arrays to the bit and in the same layout."""
     if cache is None:
         return relation_matrices(features)
     T = len(features)
@@ -60,6 +60,7 @@ def kept_relations(features: list, key, cache: Cache | None) -> dict[tuple[int, 
     file_key = (key, threads, RELATIONS_VERSION, np.__version__, scipy.__version__, platform.machine())
     shapes = [(features[t].shape[0], features[s].shape[0]) for t, s in pairs]
     small = sum(a * b for a, b in shapes) <= sum(F.shape[0] * F.shape[1] for F in features)
+
     def upper_blocks():
         relations = relation_matrices(features)
         return [relations[pair] for pair in pairs]
