@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import platform
 import socket
 import time
 import uuid
@@ -37,6 +38,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+import scipy
 import scipy.sparse as sp
 
 
@@ -121,6 +123,13 @@ class Cache:
 
     def __deepcopy__(self, memo):
         return self  # a handle: scikit-learn's clone shares it instead of copying its contents
+
+
+def library_versions() -> tuple[str, str, str]:
+    """What a persisted result's bits depend on beyond its inputs and code: the numpy and scipy
+    versions (their BLAS and LAPACK builds) and the machine's architecture; a persisted step's
+    key ends with them."""
+    return np.__version__, scipy.__version__, platform.machine()
 
 
 def cached(cache: Cache | None, step: str, key, compute, keep: int | None = None):

@@ -16,15 +16,12 @@ column to a maximum of 1 and symmetrises, M = (M + M') / 2.
 
 from __future__ import annotations
 
-import platform
-
 import numpy as np
-import scipy
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from mtc.numerics.affinity import squared_distances
-from mtc.numerics.cache import Cache
+from mtc.numerics.cache import Cache, library_versions
 from mtc.numerics.linalg import as_dense, self_gram
 from mtc.numerics.msda import blas_threads
 
@@ -57,7 +54,7 @@ def kept_relations(features: list, key, cache: Cache | None) -> dict[tuple[int, 
     T = len(features)
     pairs = [(t, s) for t in range(T) for s in range(t, T)]
     threads = blas_threads()
-    file_key = (key, threads, RELATIONS_VERSION, np.__version__, scipy.__version__, platform.machine())
+    file_key = (key, threads, RELATIONS_VERSION, *library_versions())
     shapes = [(features[t].shape[0], features[s].shape[0]) for t, s in pairs]
     small = sum(a * b for a, b in shapes) <= sum(F.shape[0] * F.shape[1] for F in features)
 

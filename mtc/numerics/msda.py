@@ -27,15 +27,12 @@ machine's architecture.
 
 from __future__ import annotations
 
-import platform
-
 import numpy as np
-import scipy
 import scipy.linalg
 import scipy.sparse as sp
 from threadpoolctl import threadpool_info
 
-from mtc.numerics.cache import Cache
+from mtc.numerics.cache import Cache, library_versions
 from mtc.numerics.linalg import as_dense, self_gram
 
 REGULARISATION = 1e-5
@@ -95,7 +92,7 @@ def kept_msda_features(X, p: float, n_layers: int, key, cache: Cache | None) -> 
     if cache is None:
         return msda_features(X, p, n_layers)
     threads = blas_threads()
-    file_key = (key, threads, MSDA_VERSION, np.__version__, scipy.__version__, platform.machine())
+    file_key = (key, threads, MSDA_VERSION, *library_versions())
     shape = (X.shape[0], X.shape[1] * (n_layers + 1))
     return cache.get("msda_features", file_key, lambda: msda_features(X, p, n_layers), persist=threads == 1,
                      valid=lambda Z: Z.shape == shape and Z.dtype == np.float64)

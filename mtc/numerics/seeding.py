@@ -20,16 +20,13 @@ computation is not repeatable to the bit and no file could stand for it.
 
 from __future__ import annotations
 
-import platform
-
 import numpy as np
-import scipy
 import sklearn
 from sklearn.cluster import KMeans
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads  # the threads KMeans itself runs on
 from threadpoolctl import threadpool_limits
 
-from mtc.numerics.cache import Cache, fingerprint
+from mtc.numerics.cache import Cache, fingerprint, library_versions
 from mtc.numerics.linalg import gram_svd, row_space_coordinates
 
 SEEDINGS = ("kmeans", "random")
@@ -75,7 +72,7 @@ def kept_kmeans_coordinates(matrices, key, cache: Cache | None, step: str) -> li
     if cache is None:
         return compute()
     wide = all(X.shape[1] > X.shape[0] for X in matrices)  # every entry an array: a list of arrays to keep
-    file_key = (key, COORDINATES_VERSION, np.__version__, scipy.__version__, platform.machine())
+    file_key = (key, COORDINATES_VERSION, *library_versions())
     rows = [X.shape[0] for X in matrices]
     return cache.get(step, file_key, compute, persist=wide,
                      valid=lambda kept: [C.shape[0] for C in kept] == rows and all(C.dtype == np.float64 for C in kept))
@@ -92,8 +89,7 @@ def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: 
     if cache is None:
         return compute()
     threads = _openmp_effective_n_threads()
-    key = (fingerprint(X), k, n_init, seed, threads, KMEANS_VERSION, sklearn.__version__, np.__version__,
-           scipy.__version__, platform.machine())
+    key = (fingerprint(X), k, n_init, seed, threads, KMEANS_VERSION, sklearn.__version__, *library_versions())
     return cache.get("kmeans_labels", key, compute, keep=KMEANS_KEPT, persist=threads == 1,
                      valid=lambda labels: labels.shape == (X.shape[0],) and labels.dtype.kind == "i"
                      and 0 <= labels.min() and labels.max() < k)
