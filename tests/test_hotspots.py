@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import mkc
 from mtc.methods.mkc import MKC, SMKC
-from mtc.methods.spmtc import ASI, LSSMTC, PooledASI, SPMTCh
+from mtc.methods.spmtc import ASI, LSSMTC, PooledASI, SPMTCh, SPMTCs
 from mtc.numerics.kernels import union_kernel
 
 
@@ -240,6 +240,67 @@ def test_x_w_kept_from_the_last_sweeps_losses_gives_the_iterates_of_taking_it_ag
         assert kept.W_.tobytes() == again.W_.tobytes()
         for a, b in zip(kept.P_, again.P_):
             assert a.tobytes() == b.tobytes()
+
+
+# --- LSSMTC / SPMTC: X B by columns, X'Omega P kept for the next sweep, one pass for the W step
+@pytest.mark.parametrize("columns", [1, 2, 5, 16])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_sparse_products_by_columns_and_side_by_side_are_the_row_products_bits(columns, order):
+    """X B by CSC (sorted indices) is X B by CSR to the bit, and X'[A, B] is [X'A, X'B]."""
+    rng = np.random.default_rng(columns)
+    X = sp.random(120, 300, density=0.05, format="csr", random_state=columns) * 7.3
+    B = np.asarray(rng.standard_normal((300, columns)), order=order)
+    A = rng.random((120, 2))
+    Y = np.asarray(rng.standard_normal((120, columns)), order=order)
+    assert X.has_canonical_format
+    np.testing.assert_array_equal(X.tocsc() @ B, X @ B)
+    both = X.T @ np.hstack([A, Y])
+    np.testing.assert_array_equal(both[:, :2], X.T @ A)
+    np.testing.assert_array_equal(both[:, 2:], X.T @ Y)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+@pytest.mark.parametrize("make", [
+    lambda: LSSMTC(n_clusters=3, n_components=4, lambda_=0.6, max_iter=20, stopping="none", random_state=2),
+    lambda: LSSMTC(n_clusters=3, n_components=2, lambda_=0.1, max_iter=200, random_state=5),
+    lambda: SPMTCh(n_clusters=3, n_components=4, lambda_=0.6, warm_start_iter=5, round_max_iter=10, random_state=2),
+    lambda: SPMTCh(n_clusters=3, n_components=3, lambda_=0.3, unselected_rows="update", random_state=4),
+    lambda: SPMTCs(n_clusters=3, n_components=4, lambda_=0.8, random_state=1),
+    lambda: PooledASI(n_clusters=3, n_components=4, max_iter=30, random_state=2),
+], ids=["lssmtc", "lssmtc-converging", "spmtc-h", "spmtc-h-update", "spmtc-s", "all-asi"])
+def test_shared_sparse_products_give_the_literal_routes_fit_to_the_bit(sparse_tasks, monkeypatch, signed, make):
+    tasks = [X - 0.5 * X.mean() * (X != 0) if signed else X for X in sparse_tasks]
+    shared = make().fit(tasks)
+    monkeypatch.setattr(LSSMTC, "_product_route", "literal")
+    literal = make().fit(tasks)
+    assert shared.n_iter_ == literal.n_iter_ > 5
+    assert_identical(shared, literal)
+    if hasattr(shared, "W_"):
+        assert shared.W_.tobytes() == literal.W_.tobytes()
+        for a, b in zip(shared.P_, literal.P_):
+            assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_the_kept_transposed_product_is_the_next_sweeps_eq_18_product(sparse_tasks, signed):
+    """After a sweep, X_k' Omega_k P_k of its W step is kept, equal to the product formed
+    afresh from the P and Omega the next sweep starts from; new weights drop it."""
+    from mtc.record import FitRecord
+
+    tasks = [X - 0.5 * X.mean() * (X != 0) if signed else X for X in sparse_tasks]
+    s = LSSMTC(n_clusters=3, n_components=4, lambda_=0.6, random_state=0)
+    s.record_ = FitRecord()
+    s._setup(tasks, [3, 3], np.random.default_rng(0))
+    assert s._kept_XtOP() is None
+    for _ in range(2):
+        s._iterate()
+        kept = s._kept_XtOP()
+        assert kept is not None
+        for X, o, P, XtOP in zip(s._X, s._omega, s.P_, kept):
+            assert XtOP.flags.c_contiguous
+            assert XtOP.tobytes() == np.asarray(X.T @ (o[:, None] * P)).tobytes()
+    s._set_weights([np.linspace(0, 1, X.shape[0]) for X in tasks])
+    assert s._kept_XtOP() is None
 
 
 # --- MBC: H'X by one bincount over the stored entries (Eq. 3) -----------------------------

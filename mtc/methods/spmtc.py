@@ -222,6 +222,7 @@ class LSSMTC(MultiTaskClusterer):
     equal_clusters_reason = "the cluster centres M have c columns shared by every task"
 
     _eigen_route = "cached"  # "literal": the eigen W step formed afresh every iteration (see _eigen_w)
+    _product_route = "shared"  # "literal": every sparse product formed apart, X B on the CSR rows (see _times)
 
     def __init__(self, n_clusters=2, n_components=2, lambda_=0.75, w_update="malsar", w_init="identity",
                  max_iter=1000, tol=1e-4, stopping="relative", eps=1e-9, random_state=None):
@@ -242,6 +243,9 @@ class LSSMTC(MultiTaskClusterer):
         if self.n_components > d:
             raise InputError(f"n_components={self.n_components} exceeds the {d} features")
         self._X = [sp.csr_matrix(X) for X in matrices]
+        self._X_by_columns = [X.tocsc() if self._product_route == "shared" and X.has_canonical_format else X
+                              for X in self._X]
+        self._XtOP_kept = None  # (P, Omega, [X_k' Omega_k P_k]) of the last W step
         self._c = n_clusters[0]
         self._nonnegative = all(((X.data if sp.issparse(X) else X) >= 0).all() for X in self._X)  # once per fit
         self._row_sq = [np.asarray(X.multiply(X).sum(axis=1)).ravel() for X in self._X]
@@ -270,7 +274,8 @@ class LSSMTC(MultiTaskClusterer):
     def _iterate(self, frozen=None):
         """One sweep of LSSMTC.m: M, per task (M_k, P_k), W; the objective (funcVal)."""
         lam, W = self.lambda_, self.W_
-        Y = self._Y if self._Y_of is W else [X @ W for X in self._X]  # X W as the last sweep's losses took it
+        Y = self._Y if self._Y_of is W else [self._times(k, W) for k in range(len(self._X))]  # as the losses took it
+        XtOP = self._kept_XtOP()
         PtOP = sum(P.T @ (o[:, None] * P) for P, o in zip(self.P_, self._omega))
         PtOY = sum(P.T @ (o[:, None] * Yk) for P, o, Yk in zip(self.P_, self._omega, Y))
         self.M_ = _solve_gram_rows(PtOP, PtOY.T, self._fallbacks)  # Eq. 16
@@ -278,8 +283,9 @@ class LSSMTC(MultiTaskClusterer):
         self.task_centroids_, XMk = [], []
         for k, (X, P, o) in enumerate(zip(self._X, self.P_, self._omega)):
             OP = o[:, None] * P
-            Mk = _solve_gram_rows(P.T @ OP, np.asarray(X.T @ OP), self._fallbacks)  # Eq. 18
-            XM = np.asarray(X @ Mk)
+            XtOPk = XtOP[k] if XtOP is not None else np.asarray(X.T @ OP)
+            Mk = _solve_gram_rows(P.T @ OP, XtOPk, self._fallbacks)  # Eq. 18
+            XM = self._times(k, Mk)
             A = lam * XM + (1.0 - lam) * (Y[k] @ self.M_)  # Eq. 21, X_k W M
             B = lam * (Mk.T @ Mk) + (1.0 - lam) * MtM
             (PA, NA), (PB, NB) = signed_parts(A), signed_parts(B)
@@ -291,7 +297,7 @@ class LSSMTC(MultiTaskClusterer):
             self.task_centroids_.append(Mk)
             XMk.append(XM)
         self.W_ = self._malsar_w(Y) if self.w_update == "malsar" else self._eigen_w()  # Eq. 23-25
-        self._Y, self._Y_of = [X @ self.W_ for X in self._X], self.W_
+        self._Y, self._Y_of = [self._times(k, self.W_) for k in range(len(self._X))], self.W_
         self._XMk = XMk
         losses = self._losses()
         objective = float(sum(np.dot(o, L) for o, L in zip(self._omega, losses)))
@@ -309,11 +315,11 @@ class LSSMTC(MultiTaskClusterer):
         the same bits as the formula written out (tests/test_hotspots.py)."""
         W = self.W_
         OY = [o[:, None] * Yk for o, Yk in zip(self._omega, Y)]
-        XtOP = summed(np.asarray(X.T @ (o[:, None] * P)) for X, o, P in zip(self._X, self._omega, self.P_))
-        PD, ND = signed_parts(XtOP @ self.M_.T)  # D = X'Omega P M'
+        XtOP, XtOY = self._transposed_products(OY)
+        PD, ND = signed_parts(summed([XtOP[0].copy(), *XtOP[1:]]) @ self.M_.T)  # D = X'Omega P M'
         if self._nonnegative:
             numerator = W @ summed(Yk.T @ oy for Yk, oy in zip(Y, OY))  # W (W'CW), C W = X'Omega Y
-            denominator = summed(np.asarray(X.T @ oy) for X, oy in zip(self._X, OY))
+            denominator = summed(XtOY)
         else:
             Cp, Cn = self._C_parts
             PCW, NCW = Cp @ W, Cn @ W
@@ -328,6 +334,40 @@ class LSSMTC(MultiTaskClusterer):
         np.sqrt(numerator, out=numerator)
         numerator *= W  # W * sqrt(numerator / denominator)
         return numerator
+
+    def _times(self, k, B) -> np.ndarray:
+        """X_k B. By X_k's columns (CSC) on the shared route: for every entry of the result the
+        same products summed in the same order as by its rows (sorted indices, both kernels add
+        from zero), so the same bits, in half the time for the few columns of M_k and W
+        (tests/test_hotspots.py)."""
+        return np.asarray(self._X_by_columns[k] @ B)
+
+    def _transposed_products(self, OY):
+        """([X_k' Omega_k P_k], [X_k' Omega_k Y_k] or None) of the W step. On the shared route
+        (non-negative input) both from one pass over each X_k (every column of a sparse
+        product is summed alone: the same bits), and X'Omega P kept for the next sweep's Eq. 18,
+        which takes the same product of the same P and Omega."""
+        shared = self._product_route == "shared"
+        OP = [o[:, None] * P for o, P in zip(self._omega, self.P_)]
+        if shared and self._nonnegative:
+            c = self._c
+            both = [np.asarray(X.T @ np.hstack([op, oy])) for X, op, oy in zip(self._X, OP, OY)]
+            XtOP, XtOY = [np.ascontiguousarray(R[:, :c]) for R in both], [R[:, c:] for R in both]
+        else:
+            XtOP = [np.asarray(X.T @ op) for X, op in zip(self._X, OP)]
+            XtOY = [np.asarray(X.T @ oy) for X, oy in zip(self._X, OY)] if self._nonnegative else None
+        if shared:
+            self._XtOP_kept = (list(self.P_), self._omega, XtOP)
+        return XtOP, XtOY
+
+    def _kept_XtOP(self):
+        """[X_k' Omega_k P_k] of the last W step when P and Omega are still the arrays it took."""
+        if self._XtOP_kept is None:
+            return None
+        P, omega, XtOP = self._XtOP_kept
+        if omega is not self._omega or any(a is not b for a, b in zip(P, self.P_)):
+            return None
+        return XtOP
 
     def _eigen_w(self):
         """[SP] Eq. 25: the l eigenvectors of S = Z'(I - Pi)Z, Z = Omega^1/2 X, of the smallest
@@ -427,7 +467,8 @@ class LSSMTC(MultiTaskClusterer):
             self.record_.traces[name] = trace
         self.record_.scalars["nonnegative_input"] = float(self._nonnegative)
         self.record_.scalars["lstsq_fallbacks"] = float(len(self._fallbacks))
-        for name in ("_X", "_Y", "_Y_of", "_XMk", "_row_sq", "_C_parts", "_eigen_fixed", "_traces"):
+        for name in ("_X", "_X_by_columns", "_XtOP_kept", "_Y", "_Y_of", "_XMk", "_row_sq", "_C_parts",
+                     "_eigen_fixed", "_traces"):
             self.__dict__.pop(name, None)
 
     def _fit(self, matrices, n_clusters, rng):
