@@ -1,6 +1,7 @@
-"""LSSMTC, SPMTC-h and SPMTC-s fits on the shared sparse-product route (X B by columns, the W
-step's two transposed products in one pass, X'Omega P kept for the next sweep's Eq. 18)
-against the literal route (every product formed apart, X B by rows): one thread, the routes
+"""LSSMTC, SPMTC-h and SPMTC-s fits on the shared sparse-product route (X B by columns, X'Omega P
+kept for the next sweep's Eq. 18, and while MALSAR's W selects l feature columns, X W, X'Omega Y
+and the W step on those columns alone) against the literal route (every product formed apart,
+on the full d x l arrays, X B by rows): one thread, the routes
 alternated, the least of ``--repeats`` runs of three seeds per setting; the fits' objective
 traces, labels and W compared to the bit.
 

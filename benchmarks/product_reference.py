@@ -17,8 +17,8 @@ An iteration's time is (fit of 1 + m iterations - fit of 1 iteration) / m with t
 rule off, the seed-free steps (kernels, similarities, mSDA, k-means labels) kept in one Cache
 so that both fits share them. Families: MKC and S-MKC (K[:, t] Z^t per task), MBC and S-MBC
 (X M' and H'X per task, twice for S-MBC's two candidates), LSSMTC and All ASI with MALSAR's
-W step (X W, once: the last sweep's losses took it; X'(Omega Y), X'(Omega P) twice, X M_k;
-the eigen step under --asi), MTCFIR
+W step (X'(Omega P), once: the W step's is the next sweep's Eq. 18 product; X M_k; X W and
+X'(Omega Y) touch only the l columns MALSAR's W selects; the eigen step under --asi), MTCFIR
 (SNMF on the consistent similarity: M Y, Y'Y, Y (Y'Y) per task), MTCMRL
 (benchmarks/mtcmrl_iteration.py's products).
 k-means and kernel k-means run library / restart loops (no iteration of ours to time);
@@ -137,8 +137,9 @@ def families(matrices, ks, cache, only=None):
     def mbc_products(count):
         return [p for Xt, k in zip(X, ks) for p in (Product("X M'", Xt, k, count), Product("H'X", Xt.T, k, count))]
 
-    lssmtc_products = [p for Xt in X for p in (Product("X W", Xt, l), Product("X'(OY)", Xt.T, l),
-                                               Product("X'(OP)", Xt.T, c, 2), Product("X M_k", Xt, c))]
+    # MALSAR's W stays a selection of l feature columns: X W and X'(OY) touch those columns alone
+    # (LSSMTC._column_selection), and X'(OP) of the W step is the next sweep's Eq. 18 product
+    lssmtc_products = [p for Xt in X for p in (Product("X'(OP)", Xt.T, c), Product("X M_k", Xt, c))]
     common = dict(n_clusters=ks, random_state=0)
     rows += [("MBC", lambda it: MBC(tol=0.0, stopping="decrease", max_iter=it, **common), mbc_products(1)),
              ("S-MBC", lambda it: MBC(smart=True, tol=0.0, stopping="decrease", max_iter=it, **common),
@@ -149,7 +150,8 @@ def families(matrices, ks, cache, only=None):
         pooled = sp_.vstack(X).tocsr() if sp_.issparse(X[0]) else np.vstack(X)
         rows.append(("All ASI malsar", lambda it: PooledASI(n_components=l, stopping="none", max_iter=it, n_clusters=c,
                                                            random_state=0),
-                     [Product(p.name, pooled, p.columns, p.count) for p in lssmtc_products[:4]]))
+                     [Product(p.name, pooled.T if p.name.startswith("X'") else pooled, p.columns, p.count)
+                      for p in lssmtc_products[:2]]))
     if d <= 5000:  # mSDA solves d x d systems
         rows.append(("MTCFIR", lambda it: MTCFIR(tol=0.0, max_iter=it, cache=cache, **common), None))
     rows.append(("MTCMRL", lambda it: MTCMRL(tol=0.0, max_iter=it, cache=cache, **common), None))

@@ -303,6 +303,55 @@ def test_the_kept_transposed_product_is_the_next_sweeps_eq_18_product(sparse_tas
     assert s._kept_XtOP() is None
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_w_step_on_a_column_selection_is_the_full_steps_bits(sparse_tasks, seed):
+    """From a W of one non-zero per column in distinct rows, far from 1 and with a signed M (so
+    both D+ and D- enter): the malsar W step on the l non-zeros, X W and W'W are the full
+    route's to the bit."""
+    from mtc.record import FitRecord
+
+    rng = np.random.default_rng(seed)
+    s = LSSMTC(n_clusters=3, n_components=4, lambda_=0.6, random_state=seed)
+    s.record_ = FitRecord()
+    s._setup(sparse_tasks, [3, 3], rng)
+    assert s._selected() is not None  # MALSAR's eye(d, l) start
+    s._iterate()
+    assert s._selected() is not None  # kept by the W rule
+    W = np.zeros_like(s.W_)
+    W[np.arange(4), np.arange(4)] = rng.uniform(0.3, 3.0, 4)
+    s.M_ = rng.standard_normal(s.M_.shape)
+    Y = [np.asarray(X @ W) for X in s._X]
+    s.W_ = W
+    assert s._selected() is None  # a W set from outside takes the full route ...
+    full = s._malsar_w(Y)
+    full_xw, full_gram = [s._x_w(k) for k in range(2)], s._w_gram()
+    s._selected_W = W  # ... unless declared a selection
+    selected = s._malsar_w(Y)
+    assert selected.tobytes() == full.tobytes()
+    assert np.count_nonzero(selected) == 4
+    for k, X in enumerate(s._X):
+        assert s._x_w(k).tobytes() == full_xw[k].tobytes() == np.asarray(X @ W).tobytes()
+    assert s._w_gram().tobytes() == full_gram.tobytes()
+    D = sum(np.asarray(X.T @ (o[:, None] * P)) for X, o, P in zip(s._X, s._omega, s.P_)) @ s.M_.T
+    assert (D[np.arange(4), np.arange(4)] > 0).any() and (D[np.arange(4), np.arange(4)] < 0).any()
+    # the identities the step rests on, on random d x l and l x l sides
+    a, w = np.arange(4), W[np.arange(4), np.arange(4)]
+    A, G = rng.standard_normal(W.shape), rng.standard_normal((4, 4))
+    assert (W @ (W.T @ A))[a, a].tobytes() == (w * (w * A[a, a])).tobytes()
+    assert (W @ G)[a, a].tobytes() == (w * G[a, a]).tobytes()
+
+
+def test_signed_input_and_the_eigen_start_take_the_full_w_step(sparse_tasks):
+    from mtc.record import FitRecord
+
+    signed = [X - 0.5 * X.mean() * (X != 0) for X in sparse_tasks]
+    for tasks, w_init in ((signed, "identity"), (sparse_tasks, "eigen")):
+        s = LSSMTC(n_clusters=3, n_components=4, w_init=w_init, random_state=0)
+        s.record_ = FitRecord()
+        s._setup(tasks, [3, 3], np.random.default_rng(0))
+        assert s._selected() is None
+
+
 # --- MBC: H'X by one bincount over the stored entries (Eq. 3) -----------------------------
 def test_cluster_sums_are_the_sparse_product_to_the_bit():
     from mtc.methods.mbc import cluster_sums
