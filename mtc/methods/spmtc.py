@@ -248,6 +248,7 @@ class LSSMTC(MultiTaskClusterer):
         self._X = [sp.csr_matrix(X) for X in matrices]
         self._X_by_columns = [X.tocsc() if self._product_route == "shared" and X.has_canonical_format else X
                               for X in self._X]
+        self._X_t = [X.T for X in self._X]  # X_k' (a CSC view; scipy builds a new one per .T)
         self._XtOP_kept = None  # (P, Omega, [X_k' Omega_k P_k]) of the last W step
         self._c = n_clusters[0]
         self._nonnegative = all(((X.data if sp.issparse(X) else X) >= 0).all() for X in self._X)  # once per fit
@@ -285,9 +286,9 @@ class LSSMTC(MultiTaskClusterer):
         self.M_ = _solve_gram_rows(PtOP, PtOY.T, self._fallbacks)  # Eq. 16
         MtM = self.M_.T @ self.M_
         self.task_centroids_, XMk = [], []
-        for k, (X, P, o) in enumerate(zip(self._X, self.P_, self._omega)):
+        for k, (Xt, P, o) in enumerate(zip(self._X_t, self.P_, self._omega)):
             OP = o[:, None] * P
-            XtOPk = XtOP[k] if XtOP is not None else np.asarray(X.T @ OP)
+            XtOPk = XtOP[k] if XtOP is not None else np.asarray(Xt @ OP)
             Mk = _solve_gram_rows(P.T @ OP, XtOPk, self._fallbacks)  # Eq. 18
             XM = self._times(k, Mk)
             A = lam * XM + (1.0 - lam) * (Y[k] @ self.M_)  # Eq. 21, X_k W M
@@ -344,7 +345,7 @@ class LSSMTC(MultiTaskClusterer):
         return numerator
 
     def _column_selection(self):
-        """(rows, [X_k[:, rows] sparse], [the same dense]) when W is a scaled selection of l
+        """(rows, [X_k[:, rows]' sparse], [X_k[:, rows] dense]) when W is a scaled selection of l
         feature columns, w_a = W[rows[a], a] its only non-zeros: MALSAR's eye(d, l) start, which
         its multiplicative W rule keeps (an entry at 0 stays at 0). On the shared route, for
         non-negative input and the malsar W step; else None (_selected_malsar_w). It holds for
@@ -354,7 +355,7 @@ class LSSMTC(MultiTaskClusterer):
             return None
         rows = np.arange(self.n_components)
         columns = [X[:, rows] for X in self._X]
-        return rows, columns, [C.toarray() for C in columns]
+        return rows, [C.T for C in columns], [C.toarray() for C in columns]
 
     def _selected(self):
         """The column selection when it describes the current W (a W set from outside has none)."""
@@ -420,15 +421,15 @@ class LSSMTC(MultiTaskClusterer):
         shared = self._product_route == "shared"
         OP = [o[:, None] * P for o, P in zip(self._omega, self.P_)]
         if self._selected() is not None:  # X'Omega Y of the selected features alone (_selected_malsar_w)
-            XtOP = [np.asarray(X.T @ op) for X, op in zip(self._X, OP)]
-            XtOY = [np.asarray(C.T @ oy) for C, oy in zip(self._selection[1], OY)]
+            XtOP = [np.asarray(Xt @ op) for Xt, op in zip(self._X_t, OP)]
+            XtOY = [np.asarray(Ct @ oy) for Ct, oy in zip(self._selection[1], OY)]
         elif shared and self._nonnegative:
             c = self._c
-            both = [np.asarray(X.T @ np.hstack([op, oy])) for X, op, oy in zip(self._X, OP, OY)]
+            both = [np.asarray(Xt @ np.hstack([op, oy])) for Xt, op, oy in zip(self._X_t, OP, OY)]
             XtOP, XtOY = [np.ascontiguousarray(R[:, :c]) for R in both], [R[:, c:] for R in both]
         else:
-            XtOP = [np.asarray(X.T @ op) for X, op in zip(self._X, OP)]
-            XtOY = [np.asarray(X.T @ oy) for X, oy in zip(self._X, OY)] if self._nonnegative else None
+            XtOP = [np.asarray(Xt @ op) for Xt, op in zip(self._X_t, OP)]
+            XtOY = [np.asarray(Xt @ oy) for Xt, oy in zip(self._X_t, OY)] if self._nonnegative else None
         if shared:
             self._XtOP_kept = (list(self.P_), self._omega, XtOP)
         return XtOP, XtOY
@@ -540,7 +541,7 @@ class LSSMTC(MultiTaskClusterer):
             self.record_.traces[name] = trace
         self.record_.scalars["nonnegative_input"] = float(self._nonnegative)
         self.record_.scalars["lstsq_fallbacks"] = float(len(self._fallbacks))
-        for name in ("_X", "_X_by_columns", "_XtOP_kept", "_selection", "_selected_W", "_Y", "_Y_of", "_XMk",
+        for name in ("_X", "_X_by_columns", "_X_t", "_XtOP_kept", "_selection", "_selected_W", "_Y", "_Y_of", "_XMk",
                      "_row_sq", "_C_parts", "_eigen_fixed", "_traces"):
             self.__dict__.pop(name, None)
 
