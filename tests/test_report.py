@@ -157,3 +157,43 @@ samples per task: t 4
     assert ("| highest mean cosine silhouette of the clusters on the input | (none: silhouette/mean is NaN in a run "
             "of every grid point: a task predicted as a single cluster) | | | |") in text
     assert "silhouette per task" not in text
+
+
+
+def test_trials_read_in_any_store_order_give_the_same_means_to_the_bit():
+    """A store returns child runs in the order they were written; read back, they are ordered
+    by point and seed (numbers by value), so that a mean over seeds is summed in one order and
+    two runs of a study that made the same runs give the same bits (and the same ties)."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from mtc.results.reading import pooled_records, records_of
+    from mtc.store import tracking
+
+    rng = np.random.default_rng(0)
+    values = rng.random((2, 20)) * 1e-3 + 0.6
+
+    def run(point, seed, value):
+        return SimpleNamespace(
+            data=SimpleNamespace(tags={tracking.POINT_TAG: point}, params={"seed": str(seed)},
+                                 metrics={"acc/mean": float(value)}),
+            info=SimpleNamespace(status="FINISHED", run_id=f"{point}-{seed}", artifact_uri=""))
+
+    def means(records):
+        return {s.point: s.mean["acc/mean"] for s in summarize(records)}
+
+    runs = [run(f"x={p}", s, values[p, s]) for p in range(2) for s in range(20)]
+    orders = [runs, runs[::-1], [runs[i] for i in rng.permutation(len(runs))]]
+    read = [records_of(order) for order in orders]
+    assert [r.seed for r in read[0][:12]] == [str(s) for s in range(12)]  # "2" before "10"
+    assert read[0] == read[1] == read[2]
+    assert means(read[0]) == means(read[1]) == means(read[2])
+    as_stored = [records_of([r])[0] for r in orders[2]]  # the store's order, not sorted
+    assert means(as_stored) != means(read[0])  # that order moves a last bit here
+
+    parents = [SimpleNamespace(info=SimpleNamespace(run_id=size)) for size in ("20", "40")]
+    children = {"20": runs[:20][::-1], "40": [runs[i] for i in rng.permutation(20)]}  # one point, two sizes
+    with mock.patch("mtc.results.reading.benchmark_name", side_effect=lambda parent: f"b-n{parent.info.run_id}"):
+        pooled = pooled_records(parents, children)
+    assert [r.seed for r in pooled[:3]] == ["n20/0", "n20/1", "n20/2"]
+    assert [r.seed for r in pooled[20:23]] == ["n40/0", "n40/1", "n40/2"]

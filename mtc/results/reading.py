@@ -230,9 +230,20 @@ def trial_records(client, experiment_id: str, parent_id: str) -> list[TrialRecor
 
 
 def records_of(runs: list) -> list[TrialRecord]:
-    """Child runs (MLflow Run objects, as found) as trial records."""
-    return [TrialRecord(run.data.tags.get(tracking.POINT_TAG, "?"), run.data.params.get("seed", "?"), run.info.status,
-                        run.data.metrics, run.info.run_id, run.info.artifact_uri) for run in runs]
+    """Child runs (MLflow Run objects, as found) as trial records, in ``trial_order``."""
+    return sorted((TrialRecord(run.data.tags.get(tracking.POINT_TAG, "?"), run.data.params.get("seed", "?"),
+                               run.info.status, run.data.metrics, run.info.run_id, run.info.artifact_uri)
+                   for run in runs), key=trial_order)
+
+
+def trial_order(record: TrialRecord) -> tuple:
+    """By grid point, then seed (numbers by value), then run id: a store returns its rows in the
+    order they were written, which two runs of the same study do not share, and a mean over
+    seeds summed in another order can differ in its last bit (and so break a tie between
+    methods that the same runs make equal)."""
+    seed = record.seed.rsplit(SIZE_SEPARATOR, 1)[-1]
+    return record.point, record.seed[:len(record.seed) - len(seed)], not seed.isdigit(), \
+        int(seed) if seed.isdigit() else 0, seed, record.run_id
 
 
 def seed_labels(client, records: list[TrialRecord], task_names: list[str]) -> dict[str, list[list[np.ndarray]]]:
@@ -415,8 +426,8 @@ def pooled_records(runs: list, children: dict[str, list]) -> list[TrialRecord]:
     (``children``: each parent run's child runs, tracking.find_children)."""
     if len(runs) == 1:
         return records_of(children[runs[0].info.run_id])
-    return [replace(record, seed=f"{benchmark_name(run).rsplit('-', 1)[1]}{SIZE_SEPARATOR}{record.seed}")
-            for run in runs for record in records_of(children[run.info.run_id])]
+    return sorted((replace(record, seed=f"{benchmark_name(run).rsplit('-', 1)[1]}{SIZE_SEPARATOR}{record.seed}")
+                   for run in runs for record in records_of(children[run.info.run_id])), key=trial_order)
 
 
 def load_sweeps(client, experiment_id: str, parents: dict, criterion: str | None = BEST
