@@ -352,6 +352,44 @@ def test_signed_input_and_the_eigen_start_take_the_full_w_step(sparse_tasks):
         assert s._selected() is None
 
 
+# --- ASI / LSSMTC / SPMTC: the eigen W step's invariants kept in the steps cache ----------
+@pytest.mark.parametrize("make", [
+    lambda cache: ASI(n_clusters=3, n_components=3, w_update="eigen", max_iter=15, stopping="none", cache=cache,
+                      random_state=1),
+    lambda cache: PooledASI(n_clusters=3, n_components=4, w_update="eigen", max_iter=15, cache=cache, random_state=2),
+    lambda cache: LSSMTC(n_clusters=3, n_components=4, lambda_=0.6, w_update="eigen", w_init="eigen", max_iter=15,
+                         stopping="none", cache=cache, random_state=3),
+    lambda cache: SPMTCh(n_clusters=3, n_components=3, lambda_=0.5, w_update="eigen", warm_start_iter=3,
+                         round_max_iter=4, cache=cache, random_state=0),
+], ids=["asi", "all-asi", "lssmtc-eigen", "spmtc-eigen"])
+def test_eigen_invariants_from_the_cache_give_the_fits_of_computing_them(sparse_tasks, monkeypatch, make):
+    """The null basis and Z'Z depend on the weighted rows and l alone: a fit that reads them
+    from the cache (another seed's) gives the fit that computes them, to the bit, and does not
+    compute them again."""
+    from mtc.numerics.cache import Cache
+
+    cache = Cache()
+    computed = []
+    invariants = LSSMTC._eigen_invariants
+
+    def counting(self, Z):
+        computed.append(1)
+        return invariants(self, Z)
+
+    monkeypatch.setattr(LSSMTC, "_eigen_invariants", counting)
+    alone = make(None).fit(sparse_tasks)
+    first = len(computed)
+    assert first > 0
+    warm = make(cache).fit(sparse_tasks)  # fills the cache (SPMTC's last round, all weights 1, reads the first's)
+    filled = len(computed) - first
+    again = make(cache).fit(sparse_tasks)  # reads it
+    assert 0 < filled <= first and len(computed) == first + filled
+    for fit in (warm, again):
+        assert_identical(alone, fit)
+        if hasattr(fit, "W_"):
+            assert fit.W_.tobytes() == alone.W_.tobytes() and fit.W_.flags.writeable
+
+
 # --- MBC: H'X by one bincount over the stored entries (Eq. 3) -----------------------------
 def test_cluster_sums_are_the_sparse_product_to_the_bit():
     from mtc.methods.mbc import cluster_sums

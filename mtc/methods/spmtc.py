@@ -97,6 +97,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.errors import InputError
 from mtc.methods.base import NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
+from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import SingleFit
 from mtc.numerics.linalg import as_dense, self_gram, summed
 from mtc.numerics.stacking import stack_rows
@@ -179,6 +180,10 @@ class LSSMTC(MultiTaskClusterer):
         MALSAR's tFlag 1, 0 and 3.
     eps : float, default=1e-9
         Added to the denominators of the P and W rules (LSSMTC.m).
+    cache : Cache or None, default=None
+        Keeps what the eigen W step needs of the weighted rows alone (their Gram matrix's
+        eigendecomposition, the null basis) for the next fit on the same rows and l: every seed
+        of a grid point and every point of ASI share it. Results are identical without it.
     random_state : int, Generator or None, default=None
         Seed of P0 = |U(0, 1)|.
 
@@ -221,6 +226,7 @@ class LSSMTC(MultiTaskClusterer):
         "tol": [NON_NEGATIVE],
         "stopping": [StrOptions(set(LSSMTC_STOPPING))],
         "eps": [NON_NEGATIVE],
+        "cache": [None, Cache],
     }
     equal_clusters_reason = "the cluster centres M have c columns shared by every task"
 
@@ -228,7 +234,7 @@ class LSSMTC(MultiTaskClusterer):
     _product_route = "shared"  # "literal": every sparse product formed apart, X B on the CSR rows (see _times)
 
     def __init__(self, n_clusters=2, n_components=2, lambda_=0.75, w_update="malsar", w_init="identity",
-                 max_iter=1000, tol=1e-4, stopping="relative", eps=1e-9, random_state=None):
+                 max_iter=1000, tol=1e-4, stopping="relative", eps=1e-9, cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.lambda_ = lambda_
@@ -238,6 +244,7 @@ class LSSMTC(MultiTaskClusterer):
         self.tol = tol
         self.stopping = stopping
         self.eps = eps
+        self.cache = cache
         self.random_state = random_state
 
     # --- set-up ----------------------------------------------------------------------------
@@ -453,7 +460,10 @@ class LSSMTC(MultiTaskClusterer):
         if self._eigen_route == "literal":
             return self._eigen_w_literal()
         if self._eigen_fixed is None:
-            self._eigen_fixed = self._eigen_invariants()
+            Z, _ = self._weighted_rows()
+            key = (fingerprint(Z), self.n_components)
+            self._eigen_fixed = cached(self.cache, "lssmtc_eigen_invariants", key, lambda: self._eigen_invariants(Z),
+                                       keep=8)
         Z, ZtZ, null_w = self._eigen_fixed
         if null_w is not None:
             return null_w
@@ -465,12 +475,12 @@ class LSSMTC(MultiTaskClusterer):
         U = stack_rows([np.sqrt(o)[:, None] * P for P, o in zip(self.P_, self._omega)])
         return Z, U
 
-    def _eigen_invariants(self):
-        """(Z, Z'Z or None, the null(Z) basis or None) for the current weights. d > N: the null
-        basis from the N x N Gram matrix (as the literal route); d <= N: Z'Z, and the null basis
-        from its eigendecomposition when d - rank(Z) >= l (the literal route's eigh of S then
-        returns an arbitrary basis of null(Z) plus rounding noise: another minimiser)."""
-        Z, _ = self._weighted_rows()
+    def _eigen_invariants(self, Z):
+        """(Z, Z'Z or None, the null(Z) basis or None) for the weighted rows Z of the current
+        weights. d > N: the null basis from the N x N Gram matrix (as the literal route); d <= N:
+        Z'Z, and the null basis from its eigendecomposition when d - rank(Z) >= l (the literal
+        route's eigh of S then returns an arbitrary basis of null(Z) plus rounding noise:
+        another minimiser). They depend on Z and l alone (the ``cache``'s key)."""
         N, d = Z.shape
         if d > N:
             null_w = self._null_basis_from_gram(Z)
@@ -534,6 +544,8 @@ class LSSMTC(MultiTaskClusterer):
 
     def _finish(self):
         self.labels_ = [np.argmax(P, axis=1) for P in self.P_]
+        if not self.W_.flags.writeable:  # the cache's null basis (read-only, shared by fits)
+            self.W_ = self.W_.copy()
         self.objective_trace_ = np.array(self._traces["objective"])
         for name in ("w_orthogonality", "w_projection", "w_nonzeros"):
             trace = np.array(self._traces[name])
@@ -557,7 +569,7 @@ class SPMTCh(LSSMTC):
 
     Parameters
     ----------
-    n_clusters, n_components, lambda_, w_update, w_init, tol, stopping, eps, random_state
+    n_clusters, n_components, lambda_, w_update, w_init, tol, stopping, eps, cache, random_state
         As LSSMTC (lambda_ is [SP]'s lambda1; ``stopping`` and ``tol`` are the inner rule of
         every round).
     weights : {"hard", "soft"}, default="hard"
@@ -655,9 +667,9 @@ class SPMTCh(LSSMTC):
                  w_init="identity", warm_start_iter=20, round_max_iter=50, start_fraction=0.5, fraction_step=0.1,
                  quantile_rounding="ceil", gamma_ratio=0.5, chosen="threshold", weight_power=2,
                  unselected_rows="freeze", selection_rows="counts", tol=1e-4, stopping="relative", eps=1e-9,
-                 random_state=None):
+                 cache=None, random_state=None):
         super().__init__(n_clusters=n_clusters, n_components=n_components, lambda_=lambda_, w_update=w_update,
-                         w_init=w_init, tol=tol, stopping=stopping, eps=eps, random_state=random_state)
+                         w_init=w_init, tol=tol, stopping=stopping, eps=eps, cache=cache, random_state=random_state)
         del self.max_iter  # not a parameter of SPMTC: warm_start_iter and round_max_iter
         self.weights = weights
         self.warm_start_iter = warm_start_iter
@@ -765,7 +777,7 @@ class SPMTCs(SPMTCh):
     ----------
     weights : {"hard", "soft"}, default="soft"
         As SPMTCh, default soft.
-    n_clusters, n_components, lambda_, w_update, w_init, warm_start_iter, round_max_iter, start_fraction, fraction_step, quantile_rounding, gamma_ratio, chosen, weight_power, unselected_rows, selection_rows, tol, stopping, eps, random_state
+    n_clusters, n_components, lambda_, w_update, w_init, warm_start_iter, round_max_iter, start_fraction, fraction_step, quantile_rounding, gamma_ratio, chosen, weight_power, unselected_rows, selection_rows, tol, stopping, eps, cache, random_state
         As SPMTCh.
 
     Attributes
@@ -778,13 +790,13 @@ class SPMTCs(SPMTCh):
                  w_init="identity", warm_start_iter=20, round_max_iter=50, start_fraction=0.5, fraction_step=0.1,
                  quantile_rounding="ceil", gamma_ratio=0.5, chosen="threshold", weight_power=2,
                  unselected_rows="freeze", selection_rows="counts", tol=1e-4, stopping="relative", eps=1e-9,
-                 random_state=None):
+                 cache=None, random_state=None):
         super().__init__(n_clusters=n_clusters, n_components=n_components, lambda_=lambda_, weights=weights,
                          w_update=w_update, w_init=w_init, warm_start_iter=warm_start_iter,
                          round_max_iter=round_max_iter, start_fraction=start_fraction, fraction_step=fraction_step,
                          quantile_rounding=quantile_rounding, gamma_ratio=gamma_ratio, chosen=chosen,
                          weight_power=weight_power, unselected_rows=unselected_rows, selection_rows=selection_rows,
-                         tol=tol, stopping=stopping, eps=eps, random_state=random_state)
+                         tol=tol, stopping=stopping, eps=eps, cache=cache, random_state=random_state)
 
 
 class ASI(PerTaskClusterer):
@@ -803,7 +815,7 @@ class ASI(PerTaskClusterer):
 
     Parameters
     ----------
-    n_clusters, n_components, w_update, w_init, max_iter, tol, stopping, eps, random_state
+    n_clusters, n_components, w_update, w_init, max_iter, tol, stopping, eps, cache, random_state
         As LSSMTC (lambda is 0).
 
     Attributes
@@ -826,7 +838,7 @@ class ASI(PerTaskClusterer):
     _parameter_constraints = {key: value for key, value in LSSMTC._parameter_constraints.items() if key != "lambda_"}
 
     def __init__(self, n_clusters=2, n_components=2, w_update="malsar", w_init="identity", max_iter=1000, tol=1e-4,
-                 stopping="relative", eps=1e-9, random_state=None):
+                 stopping="relative", eps=1e-9, cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.w_update = w_update
@@ -835,12 +847,13 @@ class ASI(PerTaskClusterer):
         self.tol = tol
         self.stopping = stopping
         self.eps = eps
+        self.cache = cache
         self.random_state = random_state
 
     def _fit_one(self, X, k, rng):
         fit = LSSMTC(n_clusters=k, n_components=self.n_components, lambda_=0.0, w_update=self.w_update,
                      w_init=self.w_init, max_iter=self.max_iter, tol=self.tol, stopping=self.stopping, eps=self.eps,
-                     random_state=rng).fit([X])
+                     cache=self.cache, random_state=rng).fit([X])
         self.__dict__.setdefault("_projections", []).append(float(fit.w_projection_trace_[-1]))
         return SingleFit(fit.labels_[0], fit.objective_trace_, fit.n_iter_, fit.converged_)
 
@@ -858,7 +871,7 @@ class PooledASI(PooledClusterer, ASI):
 
     Parameters
     ----------
-    n_clusters, n_components, w_update, w_init, max_iter, tol, stopping, eps, random_state
+    n_clusters, n_components, w_update, w_init, max_iter, tol, stopping, eps, cache, random_state
         As ASI.
 """ + POOLED_ATTRIBUTES.replace("        Empty.", "        Scalar ``w_projection`` (one, pooled).")
 
