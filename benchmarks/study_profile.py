@@ -2,6 +2,7 @@
 grid point, the largest first.
 
     python benchmarks/study_profile.py sqlite:///mlflow.db [--experiment mtc] [--top 10]
+        [--since "2026-11-30 14:31"]
 
 Reads every sweep's parent run and its child runs (one per trial) and sums the trials'
 ``fit_seconds`` (the solver's ``fit``, timed by mtc.trial.run_trial; a trial of one CPU, so
@@ -18,7 +19,9 @@ about its CPU time). Prints
 - the ``--top`` grid points by fit seconds;
 - the fit seconds per method.
 
-Finished trials only (a failed fit has no ``fit_seconds``). Stores written before the step
+``--since`` (a UTC time) keeps the trials whose runs started at or after it: one sitting's
+fits in a store that earlier sittings filled. Finished trials only (a failed fit has no
+``fit_seconds``). Stores written before the step
 timings show only the rest. Inside a solver's own work, the per-method benchmarks
 (mtcfir_steps.py, smtnmf_iteration.py, ...) time the parts.
 """
@@ -37,16 +40,17 @@ STEP = "step_seconds/"  # a fit's seconds in one cached step (mtc.trial.step_sec
 OWN = "the solver's own (the rest)"
 
 
-def trial_frame(uri: str, experiment: str) -> pd.DataFrame:
-    """One row per finished trial: method, benchmark, grid point, fit seconds, iterations and
-    whether it converged."""
+def trial_frame(uri: str, experiment: str, since_ms: int = 0) -> pd.DataFrame:
+    """One row per finished trial started at or after ``since_ms`` (ms since the epoch):
+    method, benchmark, grid point, fit seconds, iterations and whether it converged."""
     client, experiment_id = open_experiment(uri, experiment, read_only=True)
     parents = {run.info.run_id: run for run in sweep_parents(client, experiment_id)}
     rows = []
     for run in tracking.runs_with_tag(client, experiment_id, tracking.PARENT_TAG):
         parent = parents.get(run.data.tags[tracking.PARENT_TAG])
         metrics = run.data.metrics
-        if parent is None or run.info.status != "FINISHED" or "fit_seconds" not in metrics:
+        if (parent is None or run.info.status != "FINISHED" or "fit_seconds" not in metrics
+                or run.info.start_time < since_ms):
             continue
         rows.append({"method": sweep_label(parent), "benchmark": benchmark_name(parent),
                      "point": run.data.tags.get(tracking.POINT_TAG, "?"), "fit_seconds": metrics["fit_seconds"],
@@ -56,6 +60,16 @@ def trial_frame(uri: str, experiment: str) -> pd.DataFrame:
     columns = ["method", "benchmark", "point", "fit_seconds", "n_iter", "unconverged"]
     frame = pd.DataFrame(rows, columns=[*columns, *sorted({key for row in rows for key in row} - set(columns))])
     return frame.fillna({column: 0.0 for column in frame if column.startswith(STEP)})
+
+
+def since_ms(text: str) -> int:
+    """A UTC time ("2026-11-30 14:31[:20]" or ISO 8601) as MLflow's start times count it."""
+    try:
+        moment = pd.Timestamp(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not a time: {text!r} ({error})") from None
+    moment = moment.tz_localize("UTC") if moment.tzinfo is None else moment.tz_convert("UTC")
+    return int(moment.timestamp() * 1000)
 
 
 def by(trials: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -99,10 +113,13 @@ def main() -> None:
     parser.add_argument("store", help="the study's store: sqlite:///<path>.db, a database URI or a server's address")
     parser.add_argument("--experiment", default="mtc")
     parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--since", type=since_ms, default=0, help='UTC time, e.g. "2026-11-30 14:31": only the runs '
+                        "started at or after it")
     args = parser.parse_args()
-    trials = trial_frame(args.store, args.experiment)
+    trials = trial_frame(args.store, args.experiment, args.since)
     if trials.empty:
-        raise SystemExit(f"error: no finished trial with fit_seconds in experiment {args.experiment!r}")
+        raise SystemExit(f"error: no finished trial with fit_seconds in experiment {args.experiment!r}"
+                         + (" started since then" if args.since else ""))
     total = trials["fit_seconds"].sum()
     print(f"{len(trials)} finished trials, fits {total:.1f} s, {total / CORES:.1f} s on {CORES} cores")
     print(f"\nThe top {args.top} (method, benchmark) by fit seconds:\n")
