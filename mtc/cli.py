@@ -232,7 +232,7 @@ def method_key_message(section: str, name: str, value: str, cfg) -> str:
         return f"method {method!r}: {section} {name!r} is not in conf/method/{method}.yaml"
     if name in RESERVED_PARAMS:
         return (f"method {method!r}: {name} is set by the platform, never by a config (n_clusters from the data, "
-                "random_state from the seed, cache by the worker)")
+                "random_state from the seed, cache by the worker, shared_lambdas from the sweep's grid)")
     allowed = sorted(set(names) - set(RESERVED_PARAMS))
     grid, params = cfg.method.get("grid") or {}, cfg.method.get("params") or {}
     listed = value if value.startswith("[") else f"[{value}]"

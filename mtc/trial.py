@@ -164,21 +164,41 @@ def with_reference_matrices(matrices: dict[str, LabelledMatrix], dataset: MultiT
     return matrices
 
 
-def trial_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None) -> MultiTaskClusterer:
-    """A fresh copy of the validated prototype with the trial's grid values and seed."""
+def trial_solver(prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None,
+                 points: tuple[dict, ...] = ()) -> MultiTaskClusterer:
+    """A fresh copy of the validated prototype with the trial's grid values and seed. With a
+    cache, a solver that can decide the fits of other grid points (``grid_siblings``: its
+    parameter -> the grid parameter whose other values it takes, mtc.methods.mkc.SMKC) gets the
+    values of that parameter in the sweep's ``points`` that differ from the trial's in it alone."""
     solver = clone(prototype).set_params(**trial.point, random_state=trial.seed)
     if cache is not None and "cache" in solver.get_params():
         solver.set_params(cache=cache)
+        for parameter, varied in getattr(solver, "grid_siblings", {}).items():
+            solver.set_params(**{parameter: sibling_values(points, trial.point, varied)})
     return solver
 
 
-def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None
-              ) -> TrialOutcome:
+def sibling_values(points: tuple[dict, ...], point: dict, name: str) -> tuple:
+    """The other values of grid parameter ``name`` among ``points`` that equal ``point`` in every
+    other parameter, in the order they first appear."""
+    if name not in point:
+        return ()
+    values = []
+    for other in points:
+        if (other.keys() == point.keys() and other[name] != point[name] and other[name] not in values
+                and all(other[key] == value for key, value in point.items() if key != name)):
+            values.append(other[name])
+    return tuple(values)
+
+
+def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None,
+              points: tuple[dict, ...] = ()) -> TrialOutcome:
     """Fit one (grid point, seed) and score it; solvers with a ``cache`` parameter keep their
-    seed-independent steps in ``cache`` (None: computed afresh, the same result to the bit).
+    seed-independent steps in ``cache`` (None: computed afresh, the same result to the bit),
+    and may decide the fits of the sweep's other grid ``points`` there (trial_solver).
     Freed memory is kept for the next arrays from here on (mtc.numerics.heap)."""
     keep_freed_memory()
-    solver = trial_solver(prototype, trial, cache)
+    solver = trial_solver(prototype, trial, cache, points)
     steps_before = {} if cache is None else dict(cache.compute_seconds)
     start = time.perf_counter()
     with warnings.catch_warnings():  # recorded as degenerate/<task> and degenerate_tasks instead

@@ -389,3 +389,95 @@ def test_weighted_pair_median_and_distinct_rows():
 def test_right_solve_falls_back_to_least_squares():
     D = np.diag([2.0, 0.0])
     np.testing.assert_allclose(right_solve(np.array([[4.0, 0.0]]), D), [[2.0, 0.0]])
+
+
+FITTED = ("labels_", "Z_", "objective_trace_", "eq10_trace_", "local_loss_trace_", "branch_trace_",
+          "candidate_gap_trace_", "n_iter_", "converged_", "kernel_rows_")
+
+
+def assert_same_fit(fit, fresh):
+    """Every fitted attribute and record entry of two S-MKC fits, to the bit (dicts in the same order)."""
+    for name in FITTED:
+        a, b = getattr(fit, name), getattr(fresh, name)
+        for x, y in zip(a, b) if isinstance(a, list) else [(a, b)]:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    for a, b in ((fit.G_, fresh.G_), (fit.W_, fresh.W_)):
+        assert list(a) == list(b)
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+    assert list(fit.record_.traces) == list(fresh.record_.traces)
+    for name, trace in fit.record_.traces.items():
+        np.testing.assert_array_equal(trace, fresh.record_.traces[name])
+    assert fit.record_.scalars.keys() == fresh.record_.scalars.keys()
+    np.testing.assert_array_equal(fit.record_.matrices["W"].blocks[(0, 1)], fresh.record_.matrices["W"].blocks[(0, 1)])
+
+
+@pytest.mark.parametrize("in_files", [False, True])
+def test_the_fits_a_shared_path_decides_are_the_bits_of_their_own(noisy, tmp_path, monkeypatch, in_files):
+    """S-MKC at lambda 0 (every multi-task candidate is the single-task one), 0.1, 0.5 and 2 from
+    one start: the first fit decides the others (its lambda's multi-task candidates are never
+    kept here), which then read their fit from the cache, in memory or as files, with no kernel
+    product of their own; each equals the fit computed afresh without a cache."""
+    lambdas = (0.1, 0.0, 0.5, 2.0)
+    cache = Cache(folder=tmp_path if in_files else None)
+    passes = []
+    products = mkc.MKC._kernel_products
+    monkeypatch.setattr(mkc.MKC, "_kernel_products", lambda self, *args: passes.append(1) or products(self, *args))
+    shared = []
+    for lam in lambdas:
+        before = len(passes)
+        shared.append(SMKC(n_clusters=3, lambda_=lam, shared_lambdas=lambdas, max_iter=30, cache=cache,
+                           random_state=4).fit(noisy.matrices))
+        assert len(passes) - before == (shared[-1].n_iter_ if lam == lambdas[0] else 0)  # one pass an iteration
+    if in_files:
+        assert len(list((tmp_path / mkc.PATH_STEP).glob("*.npz"))) == 3
+    else:
+        assert len(cache.results[mkc.PATH_STEP]) == 3
+    for lam, fit in zip(lambdas, shared):
+        fresh = SMKC(n_clusters=3, lambda_=lam, max_iter=30, random_state=4).fit(noisy.matrices)
+        assert not fresh.branch_trace_.any() if lam else fresh.branch_trace_.all()
+        assert_same_fit(fit, fresh)
+
+
+def test_a_lambda_that_keeps_its_multi_task_candidate_leaves_the_path_and_fits_itself(noisy, monkeypatch):
+    """With the multi-task candidate made to win wherever its weight exceeds 1 (lambda 2 and 8
+    of three tasks), those two lambdas leave the path at their first step: the first fit decides
+    only 0.5 (0.1's own fit computed it), and a first fit at 8 (off the path itself) decides none,
+    leaving 0.1 to decide 0.5; every fit equals its own computed afresh."""
+    original = mkc.candidate
+
+    def multi_wins_above_one(t, Z, KZ, kernel, trace_K, F, G, plans, coef, kappa, products=None, pulls=None):
+        found = original(t, Z, KZ, kernel, trace_K, F, G, plans, coef, kappa, products, pulls)
+        return (*found[:4], found[4] - 1e3) if coef > 1.0 else found
+
+    monkeypatch.setattr(mkc, "candidate", multi_wins_above_one)
+    lambdas = (0.1, 0.5, 2.0, 8.0)
+    for first in (0.1, 8.0):
+        cache = Cache()
+        order = (first, *[lam for lam in lambdas if lam != first])
+        fits, decided = {}, []
+        for lam in order:
+            fits[lam] = SMKC(n_clusters=3, lambda_=lam, shared_lambdas=lambdas, max_iter=20, cache=cache,
+                             random_state=1).fit(noisy.matrices)
+            decided.append(sorted(key[-1] for key in cache.results.get(mkc.PATH_STEP, {})))
+        assert decided[0] == ([0.5] if first == 0.1 else []) and decided[-1] == [0.5]
+        for lam, fit in fits.items():
+            fresh = SMKC(n_clusters=3, lambda_=lam, max_iter=20, random_state=1).fit(noisy.matrices)
+            assert fresh.branch_trace_.all() == (lam > 1.0)
+            assert_same_fit(fit, fresh)
+
+
+def test_a_sweeps_trial_runner_gives_smkc_the_other_lambdas_of_its_grid():
+    from mtc.config import Trial
+    from mtc.trial import sibling_values, trial_solver
+
+    points = ({"lambda_": 0.1, "kernel_width": 1.0}, {"lambda_": 0.2, "kernel_width": 1.0},
+              {"lambda_": 0.3, "kernel_width": 1.0}, {"lambda_": 0.2, "kernel_width": 2.0}, {"lambda_": 0.4})
+    trial = Trial({"lambda_": 0.2, "kernel_width": 1.0}, 3)
+    assert sibling_values(points, trial.point, "lambda_") == (0.1, 0.3)
+    assert sibling_values(points, trial.point, "kernel_width") == (2.0,)
+    assert sibling_values(points, {"kernel_width": 1.0}, "lambda_") == ()
+    solver = trial_solver(SMKC(n_clusters=2), trial, Cache(), points)
+    assert solver.shared_lambdas == (0.1, 0.3) and solver.lambda_ == 0.2 and solver.random_state == 3
+    assert trial_solver(SMKC(n_clusters=2), trial, None, points).shared_lambdas == ()  # no cache: nothing shared
+    assert trial_solver(MKC(n_clusters=2), trial, Cache(), points).get_params()["lambda_"] == 0.2  # MKC: none

@@ -392,6 +392,36 @@ def test_a_data_draw_per_seed_gives_every_seed_its_own_sample(tmp_path):
                for note in compared["comparison"].notes)
 
 
+def test_an_smkc_sweep_computes_each_seeds_path_once_and_logs_every_fit_as_computed_afresh(tmp_path):
+    """S-MKC over three lambdas and two seeds: the workers' fits at the first lambda decide the
+    other two lambdas' fits of their seed (mtc.methods.mkc.SMKC.shared_lambdas), kept as files
+    in the sweep's steps folder (2 seeds x 2 lambdas); every run holds what a fit of its own,
+    computed afresh without a cache, gives, to the bit."""
+    from mtc.trial import run_trial
+
+    cfg = compose_config([
+        f"output_dir={tmp_path / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        f"mlflow.artifact_root={tmp_path / 'artifacts'}", f"data.cache_dir={tmp_path / 'cache'}", "ray.num_cpus=1",
+        "sweep.verbose=0", "method=smkc", "method.grid.lambda_=[0.1,0.5,1.0]", "++method.params.max_iter=25",
+        "sweep.repeats=2", "data.params.n_clusters=3", "data.params.samples_per_cluster=12"])
+    run = settings(cfg)
+    result = shared_ray_sweep(cfg)
+    assert len(list((tmp_path / "cache" / "steps" / "smkc_path").glob("*.npz"))) == 4
+    client = tracking.client_for(result.tracking_uri)
+    runs = children(client, result)
+    assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
+    for child in runs:
+        seed, lam = int(child.data.params["seed"]), float(child.data.params["lambda_"])
+        data = run.data.load(seed)
+        expected = run_trial(data, run.method.prototype(n_clusters=data.n_clusters), Trial({"lambda_": lam}, seed), None)
+        for key in ("acc/mean", "nmi/mean", "objective/final", "n_iter", "converged"):
+            assert child.data.metrics[key] == expected.metrics[key], key
+        logged = tracking.load_trial_arrays(client, child.info.run_id, child.info.artifact_uri)
+        for task, labels in zip(data.task_names, expected.labels):
+            np.testing.assert_array_equal(logged[f"labels/{task}"], labels)
+    assert "shared_lambdas" not in runs[0].data.params  # set by the worker, not a config
+
+
 def test_what_the_mlflow_ui_reads_through_the_rest_api(finished_sweep, tmp_path):
     """The MLflow UI is a client of the server's REST API: start a real `mlflow server` on the
     sweep's store and read what the UI shows (experiment kind, parent description, run

@@ -65,6 +65,17 @@ S-MBC says) makes J_st = (1/T) sum_t L^t non-increasing (O2 <= L(M_lambda=0(Z), 
 and L^t depends on task t's state only); ``"sequential"`` (the literal in-place reading: step
 7 starts from step 5's Z) makes O2 <= O1 always, so the multi-task candidate is never kept.
 
+One path, many lambdas (S-MKC, parallel candidates): the single-task candidate reads only
+task t's own Z, its kernel product and the other tasks' F, never lambda; so while no
+multi-task candidate with a non-zero weight is kept, the fits at every lambda from the same
+start hold the same state, step by step, and differ only in their Eq. 10, gaps and choices.
+A fit given the sweep's other lambda values (``shared_lambdas``) computes their multi-task
+candidates at each step from that shared state (the products their own fits would take, so
+the same bits), drops a lambda at its first kept multi-task candidate (all of them when it
+keeps one itself), and leaves each remaining lambda's whole fit in the cache, where that
+lambda's own fit reads it: one pass over K per iteration for all of a seed's lambdas instead
+of one each.
+
 Objective traces: Eq. 10 for MKC (block-coordinate descent: never rises with ``exact``);
 J_st (Algorithm 2's stopping quantity) for S-MKC, monotone with ``parallel``.
 
@@ -81,6 +92,7 @@ against kappa/c in D); a non-finite objective raises FloatingPointError.
 from __future__ import annotations
 
 from numbers import Integral
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -88,7 +100,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.methods.base import NON_NEGATIVE, POSITIVE, STOPPING, MultiTaskClusterer
 from mtc.numerics.affinity import WIDTH_MODES
-from mtc.numerics.cache import Cache, cached, fingerprint
+from mtc.numerics.cache import Cache, blas_threads, cached, fingerprint, library_versions
 from mtc.numerics.convergence import has_converged
 from mtc.numerics.kernels import KERNELS, UnionKernel, union_kernel
 from mtc.numerics.seeding import indicator, initial_indicator, kmeans_coordinates
@@ -126,14 +138,25 @@ def task_products(t: int, Z: np.ndarray, KZ: np.ndarray, kernel: UnionKernel, F:
     return TaskProducts(Z.T @ Z / n, Z.T @ KZ[rows] / n**2, {s: F[s][rows].T @ Z / n for s in range(len(F)) if s != t})
 
 
+def task_pulls(t: int, F: list, G: dict, plans: dict) -> tuple[np.ndarray, dict] | None:
+    """(S, H) = (phi(X)' sum_p M^p W^pt, {s: M^s' sum_p M^p W^pt}) of Eq. 14-15 for task t, which
+    every multi-task candidate of its step reads whatever its coef (None for one task)."""
+    others = [p for p in range(len(F)) if p != t]
+    if not others:
+        return None
+    S = sum(F[p] @ plans[(p, t)] for p in others)
+    return S, {s: sum(G[(s, p)] @ plans[(p, t)] for p in others) for s in others}
+
+
 def centroid_state(t: int, Z: np.ndarray, KZ: np.ndarray, kernel: UnionKernel, F: list, G: dict, plans: dict,
-                   coef: float, kappa: float, products: TaskProducts | None = None) -> tuple[np.ndarray, dict, np.ndarray]:
+                   coef: float, kappa: float, products: TaskProducts | None = None,
+                   pulls: tuple | None = None) -> tuple[np.ndarray, dict, np.ndarray]:
     """Eq. 13 in kernel form (Eq. 14-15, exact recursion): the state of task t's new centroids.
 
     M^t = ((1/n) phi(X^t) Z + coef sum_{p != t} M^p W^pt) D^-1, D = Z'Z/n + (kappa/c) I, given
     the other tasks' state F[p] = phi(X)'M^p (kernel rows x c_p) and G[(s, p)] = M^s'M^p, and
     KZ = K[:, t] Z (``products``: task_products of the same Z, KZ and F, when the caller shares
-    them between candidates). Returns (F^(.,t),
+    them between candidates; ``pulls``: task_pulls of the same state). Returns (F^(.,t),
     {s: G^(s,t) for s != t}, G^(t,t)). coef = kappa = 0 is the single-task (lambda = 0) update
     M^t = phi(X^t) Z (Z'Z)^-1.
     """
@@ -143,8 +166,7 @@ def centroid_state(t: int, Z: np.ndarray, KZ: np.ndarray, kernel: UnionKernel, F
     D = products.ZtZ + (kappa / c) * np.eye(c)
     others = [p for p in range(len(F)) if p != t]
     if coef and others:
-        S = sum(F[p] @ plans[(p, t)] for p in others)  # phi(X)' sum_p M^p W^pt
-        H = {s: sum(G[(s, p)] @ plans[(p, t)] for p in others) for s in others}  # M^s' sum_p M^p W^pt
+        S, H = task_pulls(t, F, G, plans) if pulls is None else pulls
         F_t = right_solve(KZ / n + coef * S, D)  # Eq. 14
         G_col = {s: right_solve(products.FZ[s] + coef * H[s], D) for s in others}
         ZS = Z.T @ S[rows] / n
@@ -187,14 +209,76 @@ def transport(G: dict, n_clusters: list) -> tuple[dict, float]:
     return plans, total
 
 
-def candidate(t, Z, KZ, kernel, trace_K, F, G, plans, coef, kappa, products=None) -> tuple:
+def candidate(t, Z, KZ, kernel, trace_K, F, G, plans, coef, kappa, products=None, pulls=None) -> tuple:
     """Steps 4-6 (steps 7-9 with coef = kappa = 0) of Algorithm 2 for task t: the centroid
-    state (Eq. 14-15), then Z by Eq. 19, then L^t by Eq. 22 (trace_K = tr K^tt); ``products`` as
-    centroid_state's. Returns (F^(.,t), {s: G^(s,t)}, G^(t,t), Z, L^t)."""
-    F_t, G_col, G_tt = centroid_state(t, Z, KZ, kernel, F, G, plans, coef, kappa, products)
+    state (Eq. 14-15), then Z by Eq. 19, then L^t by Eq. 22 (trace_K = tr K^tt); ``products`` and
+    ``pulls`` as centroid_state's. Returns (F^(.,t), {s: G^(s,t)}, G^(t,t), Z, L^t)."""
+    F_t, G_col, G_tt = centroid_state(t, Z, KZ, kernel, F, G, plans, coef, kappa, products, pulls)
     A = F_t[kernel.rows[t]]
     Z_new = semi_nmf_step(Z, A, G_tt)
     return F_t, G_col, G_tt, Z_new, local_loss(trace_K, A, G_tt, Z_new)
+
+
+PATH_STEP = "smkc_path"  # the Cache step of the fits a shared path decided (SMKC.shared_lambdas)
+PATH_VERSION = 1  # of what a decided fit holds (pack_path); part of its key
+
+
+class PathFit(NamedTuple):
+    """A fit's end state and traces (MKC._iterate): what its fitted attributes come from."""
+
+    Z: list
+    G: dict
+    plans: dict
+    trace: list
+    eq10: list
+    local_trace: list
+    branches: list
+    gaps: list
+    converged: bool
+
+
+@dataclass
+class Follower:
+    """Another lambda_ on an S-MKC fit's path (MKC._iterate): its weights, and its own Eq. 10,
+    choices and gaps so far, one row of T per iteration."""
+
+    lambda_: float
+    coef: float
+    kappa: float
+    eq10: list = field(default_factory=list)
+    kept: list = field(default_factory=list)
+    gaps: list = field(default_factory=list)
+
+
+def pair_order(T: int) -> list[tuple[int, int]]:
+    """The keys of a fit's G in the order its initialisation inserts them."""
+    return [pair for s in range(T) for t in range(s, T) for pair in ((s, t), (t, s))[:1 if s == t else 2]]
+
+
+def plan_order(T: int) -> list[tuple[int, int]]:
+    """The keys of a fit's EMD plans in the order ``transport`` inserts them."""
+    return [pair for t in range(T) for s in range(t + 1, T) for pair in ((t, s), (s, t))]
+
+
+def pack_path(fit: PathFit, follower: Follower) -> list[np.ndarray]:
+    """The arrays of the follower's own fit, which shares ``fit``'s path: its Z, G, plans, J_st
+    trace and local losses are the path's, its Eq. 10, choices and gaps its own."""
+    T = len(fit.Z)
+    return [*fit.Z, *(fit.G[pair] for pair in pair_order(T)), *(fit.plans[pair] for pair in plan_order(T)),
+            np.array(fit.trace), np.array(follower.eq10), np.array(fit.local_trace),
+            np.array(follower.kept).reshape(-1, T), np.array(follower.gaps).reshape(-1, T), np.array(fit.converged)]
+
+
+def unpack_path(arrays: list, T: int) -> PathFit:
+    """pack_path's arrays as a PathFit (writable copies, dicts in a fit's own key order)."""
+    arrays = [np.array(a) for a in arrays]
+    pairs, plan_pairs = pair_order(T), plan_order(T)
+    G = dict(zip(pairs, arrays[T:T + len(pairs)]))
+    rest = arrays[T + len(pairs):]
+    plans = dict(zip(plan_pairs, rest[:len(plan_pairs)]))
+    trace, eq10, local_trace, branches, gaps, converged = rest[len(plan_pairs):]
+    return PathFit(arrays[:T], G, plans, trace.tolist(), eq10.tolist(), local_trace.tolist(), branches.tolist(),
+                   gaps.tolist(), bool(converged))
 
 
 class MKC(MultiTaskClusterer):
@@ -292,11 +376,14 @@ class MKC(MultiTaskClusterer):
         self.random_state = random_state
 
     # --- steps ---------------------------------------------------------------------------
-    def _union_kernel(self, matrices) -> UnionKernel:
-        """The kernel over all tasks' samples: deterministic and seed-free, so cached."""
+    def _kernel_key(self, matrices) -> tuple:
+        """What the union kernel depends on (the data and the kernel settings)."""
         gaussian = self.kernel == "gaussian"
-        key = (fingerprint(*matrices), self.kernel, self.kernel_width if gaussian else None,
-               self.width_mode if gaussian else None, self.fold_duplicates)
+        return (fingerprint(*matrices), self.kernel, self.kernel_width if gaussian else None,
+                self.width_mode if gaussian else None, self.fold_duplicates)
+
+    def _union_kernel(self, matrices, key: tuple) -> UnionKernel:
+        """The kernel over all tasks' samples: deterministic and seed-free, so cached."""
         return cached(self.cache, "mkc_kernel", key,
                       lambda: union_kernel(matrices, self.kernel, self.kernel_width, self.width_mode,
                                            self.fold_duplicates))
@@ -320,20 +407,57 @@ class MKC(MultiTaskClusterer):
                     for Xc, k in zip(coordinates, n_clusters)]
         return [indicator(rng.integers(k, size=X.shape[0]), k, OFFSET) for X, k in zip(matrices, n_clusters)]
 
-    def _weights(self, T) -> tuple[float, float]:
-        """(coef, kappa) of Eq. 13-15: 2 lambda/(T-1) and 2 lambda (exact) or 2 lambda/(T-1)."""
+    def _weights(self, T, lambda_=None) -> tuple[float, float]:
+        """(coef, kappa) of Eq. 13-15 at ``lambda_`` (default: the fit's): 2 lambda/(T-1) and
+        2 lambda (exact) or 2 lambda/(T-1)."""
+        lambda_ = self.lambda_ if lambda_ is None else lambda_
         if T < 2:
             return 0.0, 0.0  # one task: no pairs, Eq. 10 is L^1
-        coef = 2.0 * self.lambda_ / (T - 1)
-        return coef, (2.0 * self.lambda_ if self.centroid_update == "exact" else coef)
+        coef = 2.0 * lambda_ / (T - 1)
+        return coef, (2.0 * lambda_ if self.centroid_update == "exact" else coef)
+
+    def _path_key(self, kernel_key: tuple, Z: list, n_clusters) -> tuple | None:
+        """What this fit's path depends on but lambda_, when other lambda_ values can share it
+        (SMKC); None here."""
+        return None
 
     # --- fit -----------------------------------------------------------------------------
     def _fit(self, matrices, n_clusters, rng):
         T = len(matrices)
-        kernel = self._union_kernel(matrices)
-        coef, kappa = self._weights(T)
-        smart, sequential = self._smart, getattr(self, "candidates", "parallel") == "sequential"
+        kernel_key = self._kernel_key(matrices)
+        kernel = self._union_kernel(matrices, kernel_key)
         Z = self._initial_indicators(matrices, n_clusters, rng)
+        path = self._path_key(kernel_key, Z, n_clusters)
+        if path is None:
+            return self._store(kernel, self._iterate(kernel, Z, n_clusters, []))
+        # SMKC with its sweep's other lambda_ values (SMKC.shared_lambdas): one worker computes a
+        # path while the other waits on its lock, then reads the fit it left for this lambda_
+        with self.cache.computing(PATH_STEP, path, persist=True):
+            decided = self.cache.peek(PATH_STEP, (path, self.lambda_), persist=True)
+            if decided is not None:
+                return self._store(kernel, unpack_path(decided, T))
+            followers = [Follower(lam, *self._weights(T, lam)) for lam in self.shared_lambdas if lam != self.lambda_]
+            fit = self._iterate(kernel, Z, n_clusters, followers)
+            for follower in followers:  # only those still on the path at its end
+                self.cache.put(PATH_STEP, (path, follower.lambda_), pack_path(fit, follower),
+                               keep=2 * len(self.shared_lambdas), persist=True)
+            self._store(kernel, fit)
+
+    def _iterate(self, kernel: UnionKernel, Z: list, n_clusters, followers: list) -> PathFit:
+        """Algorithm 2 from Z (the module docstring). ``followers`` (SMKC, parallel candidates):
+        other lambda_ values whose fits from the same start take the same steps as long as no
+        multi-task candidate with a non-zero weight is kept, neither this fit's nor theirs
+        (then every kept state is the single-task candidate's, which lambda_ does not enter).
+        Each step computes their multi-task candidates from the same state, products and pulls
+        as their own fits would, so their gaps, choices and Eq. 10 are the bits of their own
+        fits; a follower that keeps its multi-task candidate, or whose Eq. 10 is not finite,
+        leaves the list, and all leave when this fit keeps one. Those left at the end are fits
+        this one decided (``pack_path``); the list is updated in place."""
+        T = len(Z)
+        coef, kappa = self._weights(T)
+        lambda_free = not (coef or kappa)  # the multi-task candidate is the single-task one
+        smart, sequential = self._smart, getattr(self, "candidates", "parallel") == "sequential"
+        Z = list(Z)
         KZ = self._kernel_products(kernel, Z)  # also the first iteration's: Z is unchanged until then
         # initial centroids from Z without the task regularisation (Algorithm 2, initialisation)
         F = [right_solve(KZ[t] / Z[t].shape[0], Z[t].T @ Z[t] / Z[t].shape[0]) for t in range(T)]
@@ -349,17 +473,23 @@ class MKC(MultiTaskClusterer):
         local = [local_loss(traces_K[t], F[t][kernel.rows[t]], G[(t, t)], Z[t]) for t in range(T)]
         plans, emd_total = transport(G, n_clusters)
         eq10 = [sum(local) + coef * emd_total]
+        for follower in followers:
+            follower.eq10.append(sum(local) + follower.coef * emd_total)
         local_trace, branches, gaps = [list(local)], [], []
         trace = [float(np.mean(local)) if smart else eq10[0]]
-        self.converged_ = False
+        converged = False
         for iteration in range(self.max_iter):
             kept, gap = [], []
+            for follower in followers:
+                follower.kept.append([])
+                follower.gaps.append([])
             if iteration:  # K[:, t] Z^t for every t at once: Z^t changes only in task t's own step below
                 KZ = self._kernel_products(kernel, Z)
             for t in range(T):
                 products = task_products(t, Z[t], KZ[t], kernel, F)  # both candidates' (parallel ones)
+                pulls = task_pulls(t, F, G, plans) if coef or followers else None  # every multi-task candidate's
                 chosen = candidate(t, Z[t], KZ[t], kernel, traces_K[t], F, G, plans, coef, kappa,
-                                   products)  # steps 4-6 (Eq. 14-15, 19)
+                                   products, pulls)  # steps 4-6 (Eq. 14-15, 19)
                 if smart:
                     Z_start = chosen[3] if sequential else Z[t]
                     KZ_start = kernel.times(t, Z_start) if sequential else KZ[t]
@@ -367,6 +497,14 @@ class MKC(MultiTaskClusterer):
                                        None if sequential else products)  # steps 7-9
                     gap.append(chosen[4] - single[4])
                     kept.append(1.0 if chosen[4] <= single[4] else 0.0)  # steps 10-14, ties to multi-task
+                    for follower in followers:
+                        loss = candidate(t, Z[t], KZ[t], kernel, traces_K[t], F, G, plans, follower.coef,
+                                         follower.kappa, products, pulls)[4]
+                        follower.gaps[-1].append(loss - single[4])
+                        follower.kept[-1].append(1.0 if loss <= single[4] else 0.0)
+                    followers[:] = [f for f in followers if not (f.kept[-1][-1] and (f.coef or f.kappa))]
+                    if kept[-1] and not lambda_free:
+                        followers.clear()  # this fit leaves the path its followers share
                     if not kept[-1]:
                         chosen = single
                 F[t], G_col, G[(t, t)], Z[t], local[t] = chosen
@@ -374,6 +512,9 @@ class MKC(MultiTaskClusterer):
                     G[(s, t)], G[(t, s)] = block, block.T
             plans, emd_total = transport(G, n_clusters)  # step 2 of the next iteration
             eq10.append(sum(local) + coef * emd_total)
+            for follower in followers:
+                follower.eq10.append(sum(local) + follower.coef * emd_total)
+            followers[:] = [f for f in followers if np.isfinite(f.eq10[-1])]  # its own fit raises there
             trace.append(float(np.mean(local)) if smart else eq10[-1])
             local_trace.append(list(local))
             branches.append(kept)
@@ -384,24 +525,30 @@ class MKC(MultiTaskClusterer):
                     f"(centroid_update={self.centroid_update!r}, T={T}; with 'paper' and T > 2 the centroids can "
                     "grow without bound, see the module docstring)")
             if has_converged(trace[-2], trace[-1], self.stopping, self.tol):
-                self.converged_ = True
+                converged = True
                 break
-        self.Z_, self.G_, self.W_ = Z, G, plans
-        self.labels_ = [np.argmax(Zt, axis=1) for Zt in Z]
-        self.objective_trace_ = np.array(trace)
-        self.eq10_trace_ = np.array(eq10)
-        self.local_loss_trace_ = np.array(local_trace)
+        return PathFit(Z, G, plans, trace, eq10, local_trace, branches, gaps, converged)
+
+    def _store(self, kernel: UnionKernel, fit: PathFit) -> None:
+        """The fitted attributes and the record from a fit's end state."""
+        T = len(fit.Z)
+        self.Z_, self.G_, self.W_ = fit.Z, fit.G, fit.plans
+        self.converged_ = fit.converged
+        self.labels_ = [np.argmax(Zt, axis=1) for Zt in fit.Z]
+        self.objective_trace_ = np.array(fit.trace)
+        self.eq10_trace_ = np.array(fit.eq10)
+        self.local_loss_trace_ = np.array(fit.local_trace)
         self.kernel_rows_ = kernel.n_rows
-        self.n_iter_ = len(trace) - 1
+        self.n_iter_ = len(fit.trace) - 1
         self.record_.traces["local_loss"] = self.local_loss_trace_
         self.record_.scalars["kernel_rows"] = float(self.kernel_rows_)
-        if smart:
-            self.branch_trace_ = np.array(branches).reshape(self.n_iter_, T)
-            self.candidate_gap_trace_ = np.array(gaps).reshape(self.n_iter_, T)
+        if self._smart:
+            self.branch_trace_ = np.array(fit.branches).reshape(self.n_iter_, T)
+            self.candidate_gap_trace_ = np.array(fit.gaps).reshape(self.n_iter_, T)
             self.record_.traces.update(multitask_kept=self.branch_trace_, candidate_gap=self.candidate_gap_trace_,
                                        eq10=self.eq10_trace_)
-        if plans:
-            self.record_.matrices["W"] = LabelledMatrix(dict(plans), "cluster", "cluster",
+        if fit.plans:
+            self.record_.matrices["W"] = LabelledMatrix(dict(fit.plans), "cluster", "cluster",
                                                         "EMD cluster relation W(t,s) (Eq. 20)")
 
 
@@ -420,6 +567,17 @@ class SMKC(MKC):
         Where the single-task candidate (step 7) starts: the saved Z (J_st never rises) or the
         multi-task candidate's Z from step 5 (the literal in-place reading; then O2 <= O1
         always and the multi-task candidate is never kept).
+    shared_lambdas : sequence of float, default=()
+        Other lambda_ values whose fits this one may decide (a sweep's trial runner gives the
+        grid's, mtc.trial.trial_solver): with ``cache`` and parallel candidates, the fits at
+        every lambda_ from the same start (same data, seed and other parameters) take the same
+        steps as long as no multi-task candidate is kept, since the single-task candidate does
+        not depend on lambda_; so this fit also computes their multi-task candidates at each
+        step, from the same state, and keeps in ``cache`` the fit of each lambda_ that stays on
+        its path to the end, which that lambda_'s fit then reads instead of computing: the same
+        bits (tests/test_mkc.py). On NG1, 20NG and WebKB4 the multi-task candidate is never
+        kept at the paper's lambda_ grid, so a sweep computes each seed's path once instead of
+        ten times.
 
     Attributes
     ----------
@@ -437,13 +595,27 @@ class SMKC(MKC):
     """
 
     _smart = True
-    _parameter_constraints = {**MKC._parameter_constraints, "candidates": [StrOptions({"parallel", "sequential"})]}
+    _parameter_constraints = {**MKC._parameter_constraints, "candidates": [StrOptions({"parallel", "sequential"})],
+                              "shared_lambdas": ["array-like"]}
+    grid_siblings = {"shared_lambdas": "lambda_"}  # filled by a sweep's trial runner (mtc.trial.trial_solver)
 
     def __init__(self, n_clusters=2, lambda_=0.5, candidates="parallel", centroid_update="exact", kernel="gaussian",
                  kernel_width=1.0, width_mode="relative", fold_duplicates=True, init="kmeans", stopping="relative",
-                 tol=1e-6, max_iter=100, cache=None, random_state=None):
+                 tol=1e-6, max_iter=100, shared_lambdas=(), cache=None, random_state=None):
         super().__init__(n_clusters=n_clusters, lambda_=lambda_, centroid_update=centroid_update, kernel=kernel,
                          kernel_width=kernel_width, width_mode=width_mode, fold_duplicates=fold_duplicates,
                          init=init, stopping=stopping, tol=tol, max_iter=max_iter, cache=cache,
                          random_state=random_state)
         self.candidates = candidates
+        self.shared_lambdas = shared_lambdas
+
+    def _path_key(self, kernel_key: tuple, Z: list, n_clusters) -> tuple | None:
+        """Everything the fits sharing this one's path have in common (the kernel, the start, the
+        other parameters, the route and threads of the kernel products, the libraries), when
+        there are other lambda_ values to share it with; else None."""
+        if self.cache is None or self.candidates != "parallel" or not [lam for lam in self.shared_lambdas
+                                                                        if lam != self.lambda_]:
+            return None
+        return (PATH_VERSION, type(self).__name__, kernel_key, fingerprint(*Z), tuple(n_clusters),
+                self.centroid_update, self.stopping, float(self.tol), int(self.max_iter), self._kernel_route,
+                blas_threads(), *library_versions())

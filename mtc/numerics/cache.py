@@ -21,7 +21,9 @@ relations between its tasks' features and the seeding's coordinates of each task
 files). Two workers fitting the same data with different methods or grid points (MTCFIR and its
 ablations on one corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same
 k-means or mSDA each, nor at the same moment: one computes a result while the others wait on
-its lock file, then read it.
+its lock file, then read it. A step can also leave results for other keys than the one it
+computes (``put``, read with ``peek``): S-MKC's fit at one lambda leaves the fits its path
+decides at the sweep's other lambdas (mtc.methods.mkc).
 """
 
 from __future__ import annotations
@@ -117,6 +119,38 @@ class Cache:
         kept[key] = result
         return result
 
+    def peek(self, step: str, key, persist: bool = False):
+        """The result kept for ``key`` (in memory, or with ``persist`` and a folder, as a file),
+        or None: nothing is computed. For results that another key's computation produced
+        (``put``)."""
+        kept = self.results.get(step)
+        if kept is not None and key in kept:
+            kept.move_to_end(key)
+            return kept[key]
+        result = _read(self.path(step, key)) if persist and self.folder is not None else None
+        _freeze(result)
+        return result
+
+    def put(self, step: str, key, result, keep: int | None = None, persist: bool = False) -> None:
+        """Keep ``result`` for ``key``, computed while computing another key's (S-MKC's fit at one
+        lambda decides its path's fits at the others): as a file with ``persist`` and a folder,
+        else in memory, the last ``keep`` (default: ``size``) of this step."""
+        if persist and self.folder is not None:
+            _write(self.path(step, key), result)
+            return
+        kept = self.results.setdefault(step, OrderedDict())
+        kept[key] = result
+        kept.move_to_end(key)
+        while len(kept) > (self.size if keep is None else keep):
+            kept.popitem(last=False)
+        _freeze(result)
+
+    def computing(self, step: str, key, persist: bool = False):
+        """A context in which this worker computes what ``key`` stands for: with ``persist`` and a
+        folder, other workers entering it for the same key wait on its lock file until it ends
+        (then ``peek`` what it ``put``)."""
+        return _one_computes(self.path(step, key) if persist and self.folder is not None else None)
+
     def path(self, step: str, key) -> Path:
         """The file of a persisted result: ``<folder>/<step>/<sha1 of repr(key)>.npy``."""
         return Path(self.folder) / step / f"{hashlib.sha1(repr(key).encode()).hexdigest()}.npy"
@@ -130,6 +164,14 @@ def library_versions() -> tuple[str, str, str]:
     versions (their BLAS and LAPACK builds) and the machine's architecture; a persisted step's
     key ends with them."""
     return np.__version__, scipy.__version__, platform.machine()
+
+
+def blas_threads() -> int:
+    """The most threads any loaded BLAS library runs on (1 inside a sweep's trials): a product's
+    bits can depend on it, so a persisted result computed with BLAS names it in its key."""
+    from threadpoolctl import threadpool_info
+
+    return max((info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"), default=1)
 
 
 def cached(cache: Cache | None, step: str, key, compute, keep: int | None = None):

@@ -21,9 +21,8 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from mtc.numerics.affinity import squared_distances
-from mtc.numerics.cache import Cache, library_versions
+from mtc.numerics.cache import Cache, blas_threads, library_versions
 from mtc.numerics.linalg import as_dense, self_gram
-from mtc.numerics.msda import blas_threads
 
 RELATIONS_VERSION = 1  # of kept_relations' files: bump when relation_matrices computes them differently
 

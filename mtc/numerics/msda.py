@@ -30,9 +30,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-from threadpoolctl import threadpool_info
 
-from mtc.numerics.cache import Cache, library_versions
+from mtc.numerics.cache import Cache, blas_threads, library_versions
 from mtc.numerics.linalg import as_dense, self_gram
 
 REGULARISATION = 1e-5
@@ -78,11 +77,6 @@ def msda_features(X, p: float, n_layers: int, route: str = "auto") -> np.ndarray
     for _ in range(n_layers):
         layers.append(msda_layer(layers[-1], p, route))
     return np.hstack(layers)
-
-
-def blas_threads() -> int:
-    """The most threads any loaded BLAS library runs on (1 inside a sweep's trials)."""
-    return max((info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"), default=1)
 
 
 def kept_msda_features(X, p: float, n_layers: int, key, cache: Cache | None) -> np.ndarray:
