@@ -91,8 +91,8 @@ against kappa/c in D); a non-finite objective raises FloatingPointError.
 
 from __future__ import annotations
 
-from numbers import Integral
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
