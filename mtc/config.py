@@ -38,8 +38,9 @@ from mtc.errors import InputError
 if typing.TYPE_CHECKING:
     from mtc.methods.base import MultiTaskClusterer
 
-# Set by the platform from the dataset, the trial's seed and the worker, never by a method config.
-RESERVED_PARAMS = ("n_clusters", "random_state", "cache", "shared_lambdas")  # set by the platform, not configs
+# Set by the platform from the dataset, the trial's seed, the worker and the sweep's grid, never
+# by a method config.
+RESERVED_PARAMS = ("n_clusters", "random_state", "cache", "shared_lambdas")
 # Trials (grid points x repeats) of one sweep. Each is an MLflow child run: about 35 KB in the
 # store and 25 ms of tracking (docs/results/README.md, tracking_cost.py), so the limit is some
 # 3.5 GB and 40 minutes of tracking alone; the driver also holds every trial in memory.
