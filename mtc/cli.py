@@ -223,17 +223,21 @@ def method_key_message(section: str, name: str, value: str, cfg) -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.utils import get_class
 
-    from mtc.config import RESERVED_PARAMS
+    from mtc.config import reserved_params
 
     method = HydraConfig.get().runtime.choices["method"]
     try:
-        names = get_class(cfg.method._target_)._get_param_names()
+        solver = get_class(cfg.method._target_)
+        names = solver._get_param_names()
     except Exception:  # a _target_ that does not import: mtc.config.method_spec says so
         return f"method {method!r}: {section} {name!r} is not in conf/method/{method}.yaml"
-    if name in RESERVED_PARAMS:
+    reserved = reserved_params(solver)
+    if name in reserved:
+        from_grid = "".join(f", {own} from the sweep's {varied} values" for own, varied in
+                            getattr(solver, "grid_siblings", {}).items())
         return (f"method {method!r}: {name} is set by the platform, never by a config (n_clusters from the data, "
-                "random_state from the seed, cache by the worker, shared_lambdas from the sweep's grid)")
-    allowed = sorted(set(names) - set(RESERVED_PARAMS))
+                f"random_state from the seed, cache by the worker{from_grid})")
+    allowed = sorted(set(names) - set(reserved))
     grid, params = cfg.method.get("grid") or {}, cfg.method.get("params") or {}
     listed = value if value.startswith("[") else f"[{value}]"
     if name in allowed and section == "params" and name in grid:

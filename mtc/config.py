@@ -38,9 +38,15 @@ from mtc.errors import InputError
 if typing.TYPE_CHECKING:
     from mtc.methods.base import MultiTaskClusterer
 
-# Set by the platform from the dataset, the trial's seed, the worker and the sweep's grid, never
-# by a method config.
-RESERVED_PARAMS = ("n_clusters", "random_state", "cache", "shared_lambdas")
+# Set by the platform from the dataset, the trial's seed and the worker, never by a method config.
+RESERVED_PARAMS = ("n_clusters", "random_state", "cache")
+
+
+def reserved_params(solver) -> tuple[str, ...]:
+    """The parameters of a solver (class or instance) that the platform sets, never a config:
+    RESERVED_PARAMS and those the solver takes from its sweep's grid (its ``grid_siblings``,
+    filled by mtc.trial.trial_solver)."""
+    return (*RESERVED_PARAMS, *getattr(solver, "grid_siblings", {}))
 # Trials (grid points x repeats) of one sweep. Each is an MLflow child run: about 35 KB in the
 # store and 25 ms of tracking (docs/results/README.md, tracking_cost.py), so the limit is some
 # 3.5 GB and 40 minutes of tracking alone; the driver also holds every trial in memory.
@@ -102,7 +108,7 @@ class MethodSpec:
 
     def check(self) -> None:
         """Check the configured parameters and every grid point against the solver's constraints."""
-        allowed = set(self.solver._get_param_names()) - set(RESERVED_PARAMS)
+        allowed = set(self.solver._get_param_names()) - set(reserved_params(self.solver))
         for what, keys in (("parameter", self.params), ("grid key", self.grid)):
             unknown = sorted(set(keys) - allowed)
             if unknown:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import clone
 
-from mtc.config import RESERVED_PARAMS, Trial
+from mtc.config import Trial, reserved_params
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.validation import DegenerateFitWarning
 from mtc.metrics import METRIC_NAMES, clusters_in_class_order, cosine_silhouette, score_task
@@ -238,5 +238,6 @@ def step_seconds(cache: Cache | None, before: dict[str, float]) -> dict[str, flo
 def trial_params(method: str, prototype: MultiTaskClusterer, trial: Trial, data_config: dict) -> dict:
     """What a trial records as its config: the solver's parameters under their own names
     (filter on ``params.alpha``), the seed, the method and the data config (``data``)."""
-    params = {key: value for key, value in prototype.get_params().items() if key not in RESERVED_PARAMS}
+    reserved = reserved_params(prototype)
+    params = {key: value for key, value in prototype.get_params().items() if key not in reserved}
     return {**params, **trial.point, "method": method, "seed": trial.seed, "data": data_config}

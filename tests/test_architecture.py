@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 import mtc
 from mtc import CONF_DIR
-from mtc.config import RESERVED_PARAMS, method_configs
+from mtc.config import method_configs, reserved_params
 
 PACKAGE = Path(mtc.__file__).parent
 CORE = ("mtc", "mtc.config", "mtc.trial", "mtc.tasks", "mtc.record", "mtc.errors", "mtc.metrics", "mtc.cli",
@@ -135,12 +135,12 @@ def test_method_yaml_holds_target_grid_and_only_non_default_params(name):
     solver = method_configs()[name]
     defaults = {key: p.default for key, p in inspect.signature(solver.__init__).parameters.items() if key != "self"}
     for key, value in (config.get("params") or {}).items():
-        assert key in defaults and key not in RESERVED_PARAMS, f"{path.name}: {key} is not a tunable parameter"
+        assert key in defaults and key not in reserved_params(solver), f"{path.name}: {key} is not a tunable parameter"
         assert value != defaults[key], f"{path.name}: params.{key} = {value!r} repeats the default of {solver.__name__}"
         line = next(line for line in path.read_text().splitlines() if line.strip().startswith(f"{key}:"))
         assert "#" in line, f"{path.name}: params.{key} needs a comment saying why (paper section)"
     for key in config.get("grid") or {}:
-        assert key in defaults and key not in RESERVED_PARAMS, f"{path.name}: grid key {key} is not a parameter"
+        assert key in defaults and key not in reserved_params(solver), f"{path.name}: grid key {key} is not a parameter"
 
 
 def test_library_and_sweep_run_the_same_solver():

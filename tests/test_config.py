@@ -206,6 +206,9 @@ def test_unknown_settings_are_refused_with_the_nearest_key(compose_config):
     (["method=kkm", "method.grid.n_init=[2,4]"], "method 'kkm': n_init is not in its grid; write "
                                                  "++method.grid.n_init=[2,4] (++ adds a key; a grid takes a list)"),
     (["method=kkm", "method.params.n_clusters=3"], "method 'kkm': n_clusters is set by the platform, never by a config"),
+    (["method=smkc", "method.params.shared_lambdas=[0.1]"], "method 'smkc': shared_lambdas is set by the platform, "
+     "never by a config (n_clusters from the data, random_state from the seed, cache by the worker, shared_lambdas "
+     "from the sweep's lambda_ values)"),
     (["sweep.repeatz=2"], "unknown setting 'sweep.repeatz': did you mean sweep.repeats=2? sweep takes: "),
     (["data=comp_vs_sci", "data.params.samples_per_tsk=10"], "dataset 'comp_vs_sci' has no parameter "
                                                              "'samples_per_tsk': did you mean "
