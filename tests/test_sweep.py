@@ -272,14 +272,23 @@ def test_a_trial_left_in_error_with_retries_by_a_worker_killed_as_its_trial_ende
     monkeypatch.setenv("MTC_DEBUG_PAUSE", "tune-trial-ended=1.0")  # the driver waits there, each trial's end
     killed = []
 
-    def kill_the_worker_when_the_first_trial_ends():
-        while not (moments.exists() and "tune-trial-ended" in moments.read_text().split()):
-            time.sleep(0.01)
+    def trial_workers() -> set[int]:
+        workers = set()
         for pid in ray_processes():
             with contextlib.suppress(OSError):
                 if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ImplicitFunc"):
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
+                    workers.add(pid)
+        return workers
+
+    earlier = trial_workers()  # an earlier sweep's worker in the shared Ray may still be ending: not this one
+
+    def kill_the_worker_when_the_first_trial_ends():
+        while not (moments.exists() and "tune-trial-ended" in moments.read_text().split()):
+            time.sleep(0.01)
+        for pid in trial_workers() - earlier:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
 
     killer = threading.Thread(target=kill_the_worker_when_the_first_trial_ends, daemon=True)
     killer.start()
