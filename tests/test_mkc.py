@@ -273,26 +273,37 @@ def test_the_kernel_comes_from_the_cache_with_identical_results(shared_samples, 
     assert not np.array_equal(second.objective_trace_, plain.objective_trace_)
 
 
-def test_three_tasks_k_means_coordinates_are_computed_once_per_worker(monkeypatch):
+def test_three_tasks_k_means_coordinates_are_computed_once_per_worker_and_not_where_the_labels_are_kept(
+        tmp_path, monkeypatch):
     """With d > n each task's k-means start runs on its exact row-space coordinates (an n x n
     eigendecomposition): a sweep worker's cache (two places a step, as mtc.sweep gives) keeps
     all three tasks' at once, so a second grid point computes none (one entry per task used to
-    evict each other: ng3's 62 s every fit)."""
+    evict each other: ng3's 62 s every fit). The labels are kept by the data, so a worker whose
+    seeds' labels another left as files (the AAAI-13 protocol after S-MKC's sweep on NG3)
+    computes no coordinates at all, and starts from the same labels to the bit."""
+    from threadpoolctl import threadpool_limits
+
     computed = []
     monkeypatch.setattr(mkc, "kmeans_coordinates", lambda X: computed.append(X.shape) or kmeans_coordinates(X))
     data = make_synthetic(n_tasks=3, n_clusters=3, n_shared=1, samples_per_cluster=6, n_features=40, seed=4)
     matrices = [sp.csr_matrix(np.abs(X)) for X in data.matrices]  # 18 rows, 40 columns: d > n
-    cache = Cache(size=2)
-    plain = SMKC(n_clusters=3, max_iter=10, random_state=1).fit(matrices)
-    assert len(computed) == 3
-    for lambda_ in (0.5, 0.1, 0.9):
-        cached_fit = SMKC(n_clusters=3, lambda_=lambda_, max_iter=10, random_state=1, cache=cache).fit(matrices)
-    assert len(computed) == 6  # three without the cache, three for all the cached fits
-    again = SMKC(n_clusters=3, max_iter=10, random_state=1, cache=cache).fit(matrices)
-    assert len(computed) == 6 and cached_fit.n_iter_ >= 1
-    np.testing.assert_array_equal(plain.objective_trace_, again.objective_trace_)
-    for a, b in zip(plain.Z_, again.Z_):
-        np.testing.assert_array_equal(a, b)
+    plain = SMKC(n_clusters=3, max_iter=10, random_state=1).fit(matrices)  # no cache: k-means computes its own
+    with threadpool_limits(limits=1):  # labels kept as files are computed on one thread (a sweep's trials)
+        cache = Cache(size=2, folder=tmp_path)
+        for lambda_ in (0.5, 0.1, 0.9):
+            cached_fit = SMKC(n_clusters=3, lambda_=lambda_, max_iter=10, random_state=1, cache=cache).fit(matrices)
+        assert len(computed) == 3  # the three tasks', once for all the cached fits
+        again = SMKC(n_clusters=3, max_iter=10, random_state=1, cache=cache).fit(matrices)
+        other_worker = SMKC(n_clusters=3, kernel_width=2.0, max_iter=10, random_state=1,
+                            cache=Cache(size=2, folder=tmp_path)).fit(matrices)
+        assert len(computed) == 3 and cached_fit.n_iter_ >= 1 and len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 3
+        widened = SMKC(n_clusters=3, kernel_width=2.0, max_iter=10, random_state=1).fit(matrices)
+        SMKC(n_clusters=3, max_iter=10, random_state=2, cache=Cache(size=2, folder=tmp_path)).fit(matrices)
+    assert len(computed) == 6  # another seed's labels: that worker computes the coordinates
+    for fit, reference in ((again, plain), (other_worker, widened)):
+        np.testing.assert_array_equal(fit.objective_trace_, reference.objective_trace_)
+        for a, b in zip(fit.Z_, reference.Z_):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_planted_clusters_are_recovered():

@@ -92,6 +92,7 @@ against kappa/c in D); a non-finite objective raises FloatingPointError.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from numbers import Integral
 from typing import NamedTuple
 
@@ -400,11 +401,18 @@ class MKC(MultiTaskClusterer):
         """Z0: one-hot of k-means or random labels, + 0.2 (the paper gives no initialisation)."""
         if self.init == "kmeans":  # the k-means coordinates are seed-independent: every task's kept as one entry
             # (one entry per task thrashed the cache's two places with three or more tasks: ng3's 62 s of
-            # eigendecompositions came back on every fit)
-            coordinates = cached(self.cache, "kmeans_coordinates", fingerprint(*matrices),
-                                 lambda: [kmeans_coordinates(X) for X in matrices])
-            return [initial_indicator(Xc, k, rng, "kmeans", OFFSET, cache=self.cache)
-                    for Xc, k in zip(coordinates, n_clusters)]
+            # eigendecompositions came back on every fit), computed only when a seed's labels are not kept;
+            # without a cache, kmeans_labels computes each task's own
+            coordinates = [None] * len(matrices)
+            if self.cache is not None:
+                key = fingerprint(*matrices)
+
+                def task_coordinates(t: int) -> np.ndarray:
+                    return self.cache.get("kmeans_coordinates", key, lambda: [kmeans_coordinates(X) for X in matrices])[t]
+
+                coordinates = [partial(task_coordinates, t) for t in range(len(matrices))]
+            return [initial_indicator(X, k, rng, "kmeans", OFFSET, cache=self.cache, coordinates=C)
+                    for X, k, C in zip(matrices, n_clusters, coordinates)]
         return [indicator(rng.integers(k, size=X.shape[0]), k, OFFSET) for X, k in zip(matrices, n_clusters)]
 
     def _weights(self, T, lambda_=None) -> tuple[float, float]:

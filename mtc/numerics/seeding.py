@@ -78,18 +78,24 @@ def kept_kmeans_coordinates(matrices, key, cache: Cache | None, step: str) -> li
                      valid=lambda kept: [C.shape[0] for C in kept] == rows and all(C.dtype == np.float64 for C in kept))
 
 
-def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: Cache | None = None) -> np.ndarray:
+def kmeans_labels(X, k: int, rng: np.random.Generator, n_init: int = 10, cache: Cache | None = None,
+                  coordinates=None) -> np.ndarray:
     """k-means labels of the rows of X, in exact row-space coordinates when d > n; kept in
-    ``cache`` by (X, k, n_init, the seed drawn from rng)."""
+    ``cache`` by (X, k, n_init, the seed drawn from rng). ``coordinates``: a function giving
+    ``kmeans_coordinates(X)``, for a caller that keeps them for its seeds (S-MKC); called only
+    when the labels are not kept, so a fit whose labels another sweep left as files computes
+    no eigendecomposition (62 s a worker on NG3)."""
     seed = seed_from(rng)
 
     def compute():
-        return KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(kmeans_coordinates(X))
+        return KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(
+            kmeans_coordinates(X) if coordinates is None else coordinates())
 
     if cache is None:
         return compute()
     threads = _openmp_effective_n_threads()
-    key = (fingerprint(X), k, n_init, seed, threads, KMEANS_VERSION, sklearn.__version__, *library_versions())
+    data = (fingerprint(X), COORDINATES_VERSION) if X.shape[1] > X.shape[0] else fingerprint(X)  # labels of X's coordinates
+    key = (data, k, n_init, seed, threads, KMEANS_VERSION, sklearn.__version__, *library_versions())
     return cache.get("kmeans_labels", key, compute, keep=KMEANS_KEPT, persist=threads == 1,
                      valid=lambda labels: labels.shape == (X.shape[0],) and labels.dtype.kind == "i"
                      and 0 <= labels.min() and labels.max() < k)
@@ -103,11 +109,11 @@ def indicator(labels: np.ndarray, k: int, offset: float = 0.0) -> np.ndarray:
 
 
 def initial_indicator(X, k: int, rng: np.random.Generator, seeding: str = "kmeans",
-                      offset: float = 0.2, cache: Cache | None = None) -> np.ndarray:
+                      offset: float = 0.2, cache: Cache | None = None, coordinates=None) -> np.ndarray:
     """n x k starting point of an indicator factor by the named ``seeding`` strategy
-    (k-means labels kept in ``cache``, when given)."""
+    (k-means labels kept in ``cache``, when given; ``coordinates`` as kmeans_labels)."""
     if seeding == "kmeans":
-        return indicator(kmeans_labels(X, k, rng, cache=cache), k, offset)
+        return indicator(kmeans_labels(X, k, rng, cache=cache, coordinates=coordinates), k, offset)
     if seeding == "random":
         return rng.random((X.shape[0], k)) + offset
     raise ValueError(f"unknown seeding {seeding!r}; choose one of {SEEDINGS}")
