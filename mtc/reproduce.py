@@ -249,26 +249,29 @@ def check_unfinished(plans: list) -> dict[str, int]:
     return counts
 
 
-def calibration_seconds(plan) -> tuple[float, float]:
-    """Seconds of two fits on the sweep's data sharing one Cache, as a sweep's worker does: the
-    first grid point with its first seed, then with another seed (the same seed again when the
-    sweep has one). The first computes the seed-free steps a sweep's fits share (MTCMRL on the
-    mtcmrl study's Reuters, beside a test suite: 8.2 s, the next 0.61 s; mtc.numerics.cache),
-    the second reads them: what each further trial costs."""
+def calibration_seconds(plan) -> tuple[float, float, float]:
+    """Seconds of two fits on the sweep's data sharing one Cache, with the sweep's grid points,
+    as a sweep's worker does: the first grid point with its first seed, then with another seed
+    (the same seed again when the sweep has one); and the share of the sweep's trials that
+    compute a fit (mtc.trial.computed_fits: S-MKC's fit at one lambda decides the others').
+    The first computes the seed-free steps a sweep's fits share (MTCMRL on the mtcmrl study's
+    Reuters, beside a test suite: 8.2 s, the next 0.61 s; mtc.numerics.cache), the second reads
+    them: what each further computed fit costs."""
     from mtc.config import Trial
     from mtc.numerics.cache import Cache
-    from mtc.trial import run_trial
+    from mtc.trial import computed_fits, run_trial
 
     first = plan.trials[0]
     following = next((trial for trial in plan.trials if trial.point == first.point and trial.seed != first.seed), first)
     dataset, cache = plan.datasets[min(plan.datasets)], Cache(size=2)
     prototype = plan.run.method.prototype(n_clusters=dataset.n_clusters)
+    points = tuple({repr(sorted(trial.point.items())): trial.point for trial in plan.trials}.values())
     seconds = []
     for trial in (first, following):
         start = time.perf_counter()
-        run_trial(dataset, prototype, Trial(trial.point, trial.seed), cache=cache)
+        run_trial(dataset, prototype, Trial(trial.point, trial.seed), cache=cache, points=points)
         seconds.append(time.perf_counter() - start)
-    return seconds[0], seconds[1]
+    return seconds[0], seconds[1], computed_fits(prototype, plan.trials) / len(plan.trials)
 
 
 def parallel_slots(run) -> int:
@@ -324,9 +327,10 @@ def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
                 per_fit, fits = stored[plan.name]
                 seconds, source = per_fit * (total - done) / parallel_slots(plan.run), f"mean of {fits} stored fits"
             else:  # the shared steps once (each worker computes them, at the same time), then the rest
-                first, following = calibration_seconds(plan)
-                seconds = first + following * (total - done - 1) / parallel_slots(plan.run)
-                source = f"calibration: first fit {first:.2g} s, next {following:.2g} s"
+                first, following, share = calibration_seconds(plan)
+                seconds = first + following * max((total - done) * share - 1, 0) / parallel_slots(plan.run)
+                source = f"calibration: first fit {first:.2g} s, next {following:.2g} s" + (
+                    f", one fit per {1 / share:.3g} trials" if share < 1 else "")
             total_seconds += seconds
             line += f"  about {duration(seconds)} ({source})"
         print(line)

@@ -191,6 +191,16 @@ def sibling_values(points: tuple[dict, ...], point: dict, name: str) -> tuple:
     return tuple(values)
 
 
+def computed_fits(prototype: MultiTaskClusterer, trials) -> int:
+    """How many of a sweep's ``trials`` (grid point and seed each) compute a fit when run with the
+    sweep's points (trial_solver): one per group differing in the grid parameters a solver's
+    ``grid_siblings`` take alone (S-MKC: one path per seed for all its lambda_ values), each of
+    the others reads the fit that group's first left; every trial for any other solver."""
+    varied = set(getattr(prototype, "grid_siblings", {}).values())
+    return len({(tuple((key, repr(value)) for key, value in sorted(trial.point.items()) if key not in varied), trial.seed)
+                for trial in trials})
+
+
 def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None,
               points: tuple[dict, ...] = ()) -> TrialOutcome:
     """Fit one (grid point, seed) and score it; solvers with a ``cache`` parameter keep their

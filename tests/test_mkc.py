@@ -492,3 +492,15 @@ def test_a_sweeps_trial_runner_gives_smkc_the_other_lambdas_of_its_grid():
     assert solver.shared_lambdas == (0.1, 0.3) and solver.lambda_ == 0.2 and solver.random_state == 3
     assert trial_solver(SMKC(n_clusters=2), trial, None, points).shared_lambdas == ()  # no cache: nothing shared
     assert trial_solver(MKC(n_clusters=2), trial, Cache(), points).get_params()["lambda_"] == 0.2  # MKC: none
+
+
+def test_a_sweep_of_smkc_computes_one_fit_per_seed_and_other_grid_values():
+    """The dry run's estimate counts the fits a sweep computes (mtc.trial.computed_fits): S-MKC's
+    trials that differ in lambda_ alone share one; MKC computes every trial's."""
+    from mtc.config import Trial
+    from mtc.trial import computed_fits
+
+    trials = [Trial({"lambda_": lam, "kernel_width": width}, seed)
+              for lam in (0.1, 0.2, 0.3) for width in (1.0, 2.0) for seed in range(4)]
+    assert computed_fits(SMKC(n_clusters=2), trials) == 2 * 4
+    assert computed_fits(MKC(n_clusters=2), trials) == len(trials) == 24

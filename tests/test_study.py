@@ -72,13 +72,14 @@ def test_the_calibration_fits_two_seeds_of_one_point_with_one_cache_as_a_worker_
     _, study, overrides, _, _ = tiny_study
     plan = reproduce.plan_study(study, overrides, [])[0]
     calls, real = [], mtc.trial.run_trial
-    monkeypatch.setattr(mtc.trial, "run_trial", lambda dataset, prototype, trial, cache:
-                        calls.append((trial, cache)) or real(dataset, prototype, trial, cache))
-    first, following = reproduce.calibration_seconds(plan)
-    assert first > 0 and following > 0 and len(calls) == 2
-    (a, cache_a), (b, cache_b) = calls
+    monkeypatch.setattr(mtc.trial, "run_trial", lambda dataset, prototype, trial, cache, points:
+                        calls.append((trial, cache, points)) or real(dataset, prototype, trial, cache, points))
+    first, following, share = reproduce.calibration_seconds(plan)
+    assert first > 0 and following > 0 and len(calls) == 2 and share == 1.0  # k-means: every trial a fit
+    (a, cache_a, points_a), (b, cache_b, points_b) = calls
     assert a.point == b.point == plan.trials[0].point and a.seed == plan.trials[0].seed != b.seed
     assert cache_a is cache_b is not None
+    assert points_a == points_b == ({"max_iter": 100}, {"max_iter": 200})  # the sweep's grid, once each
 
 
 def test_a_study_runs_every_sweep_in_one_tuner_and_writes_its_compare_folder(tiny_study):
