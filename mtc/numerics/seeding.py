@@ -7,7 +7,8 @@ plus ``offset``.
 k-means labels depend only on the data, k and the integer seed drawn from the fit's
 generator, not on the method's other parameters; with a ``cache`` they are kept by those
 three (the data as the solver passes it: its exact row-space coordinates when a solver keeps
-them, kmeans_coordinates), so the grid points of a sweep that share features (MTCFIR: every
+them, kmeans_coordinates, or the data itself with a function giving them, which S-MKC calls
+only when a seed's labels are not kept), so the grid points of a sweep that share features (MTCFIR: every
 neighbour ratio at one corruption) run each seed's k-means once per worker. The generator is
 drawn from in the same way either way, so the labels and everything after them are the same to
 the bit. A cache with a folder (a sweep's workers) also keeps them as files, by a key that adds
