@@ -3,10 +3,13 @@ import secrets
 
 import pytest
 
-# One Ray auth token for the whole session (Ray 2.60 reads RAY_AUTH_TOKEN before ~/.ray/auth_token
-# and caches what it read in the process): local clusters, the two-node cluster of
-# test_multinode (RAY_AUTH_MODE=token) and every driver then agree, in any test order.
+# One Ray auth token and token auth for the whole session (Ray 2.60 reads RAY_AUTH_TOKEN before
+# ~/.ray/auth_token and caches what it read in the process; it reads RAY_AUTH_MODE when imported,
+# so a fixture that sets it after any test module imported Ray is too late: on a machine whose
+# address is not the loopback, the two-node cluster then refused the drivers of test_multinode):
+# local clusters, the two-node cluster and every driver then agree, in any test order.
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 from mtc.cli import compose_config as compose
 
