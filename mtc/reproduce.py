@@ -178,6 +178,7 @@ def plan_study(study: Study, overrides: list[str], only: list[str], not_run: dic
     config or data refused, its input needs or cluster counts unmet: ``check_plan``) into
     ``not_run`` (method -> the one-line reason) instead of refusing the study."""
     from mtc.sweep.driver import check_plan, plan_sweep
+    from mtc.sweep.shared_fits import mark_shared_fits
 
     if study.data_from_command_line and not any(o.split("=", 1)[0] == "data" for o in overrides):
         raise InputError(f"study {study.name!r} takes its data from the command line: add data=<config>, e.g. "
@@ -196,6 +197,7 @@ def plan_study(study: Study, overrides: list[str], only: list[str], not_run: dic
         if not plans:
             raise InputError(f"study {study.name!r}: no method can run on this data: "
                              + "; ".join(f"{method}: {why}" for method, why in not_run.items()))
+        mark_shared_fits(plans)
         return plans
     runs, names, compose = [], {}, Composer()
     for sweep in study.sweeps:
@@ -211,7 +213,9 @@ def plan_study(study: Study, overrides: list[str], only: list[str], not_run: dic
     if not runs:
         raise InputError(f"study {study.name!r}: no sweep matches --only {' '.join(only)}")
     provenance = tracking.provenance_tags("python -m mtc.sweep")
-    return [plan_sweep(run, provenance=provenance) for run in runs]
+    plans = [plan_sweep(run, provenance=provenance) for run in runs]
+    mark_shared_fits(plans)
+    return plans
 
 
 def finished_counts(plans: list) -> dict[str, int]:
@@ -312,10 +316,14 @@ def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
     """List the sweeps with their trial counts, what is already finished and (``estimate``) an
     estimated time: the mean fit time the store holds for the method on the data (stored_fit_seconds)
     times the trials left over the parallel slots, else two calibration fits (calibration_seconds):
-    the first once, the second for each further trial; then the methods that cannot run
-    (``not_run``) and the compares."""
+    the first once, the second for each further trial, leaving out the trials whose fit an earlier
+    sweep of the study has too (mtc.sweep.shared_fits: read, not fitted); then the methods that
+    cannot run (``not_run``) and the compares."""
+    from mtc.sweep.shared_fits import fits_read
+
     counts = check_unfinished(plans)
     stored = stored_fit_seconds(plans) if estimate else {}
+    read = fits_read(plans)
     width = max(len(plan.name) for plan in plans)
     total_seconds = 0.0
     for plan in plans:
@@ -323,14 +331,19 @@ def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
         state = "finished" if done == total else f"{done} finished" if done else "to run"
         line = f"{plan.name:<{width}}  {total:>6} trials  {state}"
         if estimate and done < total:
-            if plan.name in stored:
+            left = max(total - done - read[plan.name], 0)  # those an earlier sweep fits are read
+            if not left:
+                seconds, source = 0.0, "no fit left to compute"
+            elif plan.name in stored:
                 per_fit, fits = stored[plan.name]
-                seconds, source = per_fit * (total - done) / parallel_slots(plan.run), f"mean of {fits} stored fits"
+                seconds, source = per_fit * left / parallel_slots(plan.run), f"mean of {fits} stored fits"
             else:  # the shared steps once (each worker computes them, at the same time), then the rest
                 first, following, share = calibration_seconds(plan)
-                seconds = first + following * max((total - done) * share - 1, 0) / parallel_slots(plan.run)
+                seconds = first + following * max(left * share - 1, 0) / parallel_slots(plan.run)
                 source = f"calibration: first fit {first:.2g} s, next {following:.2g} s" + (
                     f", one fit per {1 / share:.3g} trials" if share < 1 else "")
+            if read[plan.name]:
+                source += f", {read[plan.name]} trials read the fits of another sweep"
             total_seconds += seconds
             line += f"  about {duration(seconds)} ({source})"
         print(line)
@@ -408,7 +421,10 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
                 outcome["ran"].append(plan.name)
             else:
                 outcome["finished"].append(plan.name)
-        print(f"study {study.name}: {len(plans)} sweeps, {len(outcome['finished'])} finished, {len(todo)} to run")
+        shared = sum(len(plan.shared_fits) for plan in todo)
+        print(f"study {study.name}: {len(plans)} sweeps, {len(outcome['finished'])} finished, {len(todo)} to run"
+              + (f"; {shared} of their trials are a fit that another sweep of the study has too (fitted once)"
+                 if shared else ""))
         for plan in todo:  # checked above unless its runs changed since (another driver): cheap when loaded
             check_plan(plan)
         if not todo:

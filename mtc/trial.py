@@ -13,10 +13,11 @@ import numpy as np
 from sklearn.base import clone
 
 from mtc.config import Trial, reserved_params
+from mtc.fitted import SHARED_FIT_STEP, Fitted
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.validation import DegenerateFitWarning
 from mtc.metrics import METRIC_NAMES, clusters_in_class_order, cosine_silhouette, score_task
-from mtc.numerics.cache import Cache
+from mtc.numerics.cache import Cache, blas_threads, library_versions
 from mtc.numerics.heap import keep_freed_memory
 from mtc.record import LabelledMatrix
 from mtc.tasks import MultiTaskDataset
@@ -202,36 +203,51 @@ def computed_fits(prototype: MultiTaskClusterer, trials) -> int:
 
 
 def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: Trial, cache: Cache | None,
-              points: tuple[dict, ...] = ()) -> TrialOutcome:
+              points: tuple[dict, ...] = (), shared_fit: str | None = None) -> TrialOutcome:
     """Fit one (grid point, seed) and score it; solvers with a ``cache`` parameter keep their
     seed-independent steps in ``cache`` (None: computed afresh, the same result to the bit),
-    and may decide the fits of the sweep's other grid ``points`` there (trial_solver).
+    and may decide the fits of the sweep's other grid ``points`` there (trial_solver). A
+    ``shared_fit`` key (mtc.sweep.shared_fits: another sweep of the study has the same fit)
+    keeps the fitted state in the cache's folder, or reads it from there (mtc.fitted).
     Freed memory is kept for the next arrays from here on (mtc.numerics.heap)."""
     keep_freed_memory()
     solver = trial_solver(prototype, trial, cache, points)
     steps_before = {} if cache is None else dict(cache.compute_seconds)
     start = time.perf_counter()
-    with warnings.catch_warnings():  # recorded as degenerate/<task> and degenerate_tasks instead
-        warnings.simplefilter("ignore", DegenerateFitWarning)
-        solver.fit(dataset.matrices)
+    fitted = fit_or_read(solver, dataset, cache, shared_fit)
     fit_seconds = time.perf_counter() - start
-    trace = np.asarray(solver.objective_trace_, dtype=float)
-    labels = [np.asarray(l) for l in solver.labels_]
-    record, names = solver.record_, dataset.task_names
+    trace, labels, record, names = fitted.objective_trace, fitted.labels, fitted.record, dataset.task_names
     metrics = task_metrics(dataset, labels) if dataset.labelled else {}
     metrics.update(label_free_metrics(dataset, labels, trace, trial.seed))
-    metrics.update({"objective/final": float(trace[-1]), "n_iter": float(solver.n_iter_),
-                    "degenerate_tasks": float(np.count_nonzero(solver.degenerate_)),
-                    "converged": float(solver.converged_), "fit_seconds": fit_seconds})
+    metrics.update({"objective/final": float(trace[-1]), "n_iter": float(fitted.n_iter),
+                    "degenerate_tasks": float(np.count_nonzero(fitted.degenerate)),
+                    "converged": float(fitted.converged), "fit_seconds": fit_seconds})
     metrics.update(step_seconds(cache, steps_before))
     for name, value in record.scalars.items():
         metrics.update(scalar_metrics(name, value, names))
     traces = {key: values for name, trace in record.traces.items() for key, values in trace_metrics(name, trace, names).items()}
     namer = AxisNamer(dataset, labels)
     matrices = {name: namer.name(matrix) for name, matrix in with_reference_matrices(record.matrices, dataset).items()}
-    return TrialOutcome(metrics, trace, traces, labels, matrices, bool(solver.converged_),
+    return TrialOutcome(metrics, trace, traces, labels, matrices, fitted.converged,
                         {task.name: task.n_samples for task in dataset.tasks},
                         [namer.names_by_id(t) for t in range(len(names))])
+
+
+def fit_or_read(solver: MultiTaskClusterer, dataset: MultiTaskDataset, cache: Cache | None,
+                shared_fit: str | None) -> Fitted:
+    """The solver fitted on the dataset; with a ``shared_fit`` key and a cache that keeps files,
+    the fit another sweep's trial kept under that key (with the libraries and BLAS threads
+    that computed it), fitted and kept here when none is (step ``shared_fit``)."""
+    def fit() -> Fitted:
+        with warnings.catch_warnings():  # recorded as degenerate/<task> and degenerate_tasks instead
+            warnings.simplefilter("ignore", DegenerateFitWarning)
+            solver.fit(dataset.matrices)
+        return Fitted.of(solver)
+
+    if shared_fit is None or cache is None or cache.folder is None:
+        return fit()
+    key = (shared_fit, library_versions(), blas_threads())
+    return Fitted.from_arrays(cache.get(SHARED_FIT_STEP, key, lambda: fit().arrays(), keep=1, persist=True))
 
 
 def step_seconds(cache: Cache | None, before: dict[str, float]) -> dict[str, float]:

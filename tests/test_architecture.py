@@ -15,8 +15,8 @@ from mtc import CONF_DIR
 from mtc.config import method_configs, reserved_params
 
 PACKAGE = Path(mtc.__file__).parent
-CORE = ("mtc", "mtc.config", "mtc.trial", "mtc.tasks", "mtc.record", "mtc.errors", "mtc.metrics", "mtc.cli",
-        "mtc.numerics.cache", "mtc.data", "mtc.methods.base", "mtc.methods.memory")
+CORE = ("mtc", "mtc.config", "mtc.trial", "mtc.fitted", "mtc.tasks", "mtc.record", "mtc.errors", "mtc.metrics",
+        "mtc.cli", "mtc.numerics.cache", "mtc.data", "mtc.methods.base", "mtc.methods.memory")
 COMMANDS = ("mtc.run", "mtc.reproduce", "mtc.protocols")  # protocols: reproduce --with's plan
 # package -> the platform packages it may import besides itself and the core (docs/architecture.md)
 LAYERS = {"store": (), "results": ("mtc.store",), "sweep": ("mtc.store", "mtc.results"), "stack": ()}
@@ -64,7 +64,8 @@ def platform_modules() -> list[Path]:
 
 
 def test_every_platform_module_is_in_a_room():
-    rooms = {f"mtc.{stem}" for stem in ("config", "trial", "tasks", "record", "errors", "metrics", "cli", "__init__")}
+    rooms = {f"mtc.{stem}" for stem in ("config", "trial", "fitted", "tasks", "record", "errors", "metrics", "cli",
+                                        "__init__")}
     rooms |= set(COMMANDS) | {f"mtc.{package}" for package in PLATFORM_PACKAGES}
     for path in platform_modules():
         parts = path.relative_to(PACKAGE).with_suffix("").parts

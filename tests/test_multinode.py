@@ -182,7 +182,7 @@ def test_a_sweep_straight_into_the_servers_postgresql_is_served_by_the_server(tw
 
 
 def test_a_study_on_the_cluster_against_the_server(two_node_cluster, tracking_server, tmp_path, monkeypatch):
-    """tests/studies/tiny.yaml (two methods x two benchmarks) in one driver across both nodes,
+    """tests/studies/tiny.yaml (two methods x two benchmarks, and a sweep of fits k-means has too) in one driver across both nodes,
     logged to the PostgreSQL-backed server, then compared from it; run again, it starts no Ray."""
     from mtc import reproduce
     from mtc.sweep import driver as sweep
@@ -195,23 +195,24 @@ def test_a_study_on_the_cluster_against_the_server(two_node_cluster, tracking_se
                  "mlflow.experiment=study"]
     before = len(server_requests(tracking_server))
     outcome = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
-    assert outcome["ray_started"] and len(outcome["ran"]) == 4
-    requests = server_requests(tracking_server)[before:]  # the 24 children in batches, none created one by one:
-    assert requests.count("POST /api/2.0/mlflow/runs/create") == 4 + 1  # the four sweeps' parents and the compare's run
-    assert 1 <= requests.count("POST /api/2.0/mtc/runs/write-batch") <= 8  # at most one per Tune trial
+    assert outcome["ray_started"] and len(outcome["ran"]) == 5
+    requests = server_requests(tracking_server)[before:]  # the 27 children in batches, none created one by one:
+    assert requests.count("POST /api/2.0/mlflow/runs/create") == 5 + 1  # the five sweeps' parents and the compare's run
+    # at most one per Tune trial: 2 per two-point sweep, 2 for the one-point sweep (its seeds split over 2 slots)
+    assert 1 <= requests.count("POST /api/2.0/mtc/runs/write-batch") <= 10
     client = tracking.client_for(uri)
     experiment = client.get_experiment_by_name("study").experiment_id
     runs = client.search_runs([experiment], max_results=1000)
     parents = [r for r in runs if tracking.SWEEP_KEY_TAG in r.data.tags]
     children = [r for r in runs if tracking.PARENT_TAG in r.data.tags]
-    assert len(parents) == 4 and {r.info.status for r in parents} == {"FINISHED"}
+    assert len(parents) == 5 and {r.info.status for r in parents} == {"FINISHED"}
     keys = [(r.data.tags[tracking.PARENT_TAG], r.data.tags[tracking.TRIAL_KEY_TAG]) for r in children]
-    assert len(keys) == 24 == len(set(keys)) and {r.info.status for r in children} == {"FINISHED"}
+    assert len(keys) == 27 == len(set(keys)) and {r.info.status for r in children} == {"FINISHED"}
     assert len({r.data.tags["mtc.node_id"] for r in children}) == 2  # both nodes' workers took trials
     assert (tmp_path / "compare_tiny" / "cells.csv").is_file()
     monkeypatch.setattr(sweep, "ray_session", lambda *a, **k: pytest.fail("Ray started for a finished study"))
     again = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp_path)
-    assert not again["ray_started"] and len(again["finished"]) == 4
+    assert not again["ray_started"] and len(again["finished"]) == 5
 
 
 def server_requests(stack) -> list[str]:

@@ -50,16 +50,19 @@ def tiny_study(tmp_path_factory):
 
 def test_a_study_expands_its_entries_and_lists_them_in_a_dry_run(tiny_study):
     tmp, study, overrides, before, _ = tiny_study
-    assert len(study.sweeps) == 4 and [c.out for c in study.compares] == ["compare_tiny"]
+    assert len(study.sweeps) == 5 and [c.out for c in study.compares] == ["compare_tiny"]
     lines = before.splitlines()
-    assert [line.split()[0] for line in lines[:4]] == ["kmeans-synthetic", "a_kmeans-synthetic", "kmeans-hard",
-                                                       "a_kmeans-hard"]
+    assert [line.split()[0] for line in lines[:5]] == ["kmeans-synthetic", "a_kmeans-synthetic", "kmeans-hard",
+                                                       "a_kmeans-hard", "kmeans_reduced-synthetic"]
     assert all(line.split()[1:5] == ["6", "trials", "to", "run"] and " about " in line for line in lines[:4])
     assert all(re.search(r"\(calibration: first fit [\d.e-]+ s, next [\d.e-]+ s\)$", line) for line in lines[:4])
-    assert lines[4].startswith("study tiny: 4 sweeps, 24 trials, 24 to run (0 sweeps finished); estimated ")
+    # its three trials are kmeans-synthetic's fits at max_iter 200: read, not fitted again
+    assert lines[4].split()[1:5] == ["3", "trials", "to", "run"] and lines[4].endswith(
+        ", 3 trials read the fits of another sweep)")
+    assert lines[5].startswith("study tiny: 5 sweeps, 27 trials, 27 to run (0 sweeps finished); estimated ")
     after = dry_run_text(study, overrides).splitlines()
-    assert all(line.endswith("finished") for line in after[:4])
-    assert after[4] == "study tiny: 4 sweeps, 24 trials, 0 to run (4 sweeps finished)"
+    assert all(line.endswith("finished") for line in after[:5])
+    assert after[5] == "study tiny: 5 sweeps, 27 trials, 0 to run (5 sweeps finished)"
     only = dry_run_text(study, overrides, ["a_kmeans"]).splitlines()
     assert [line.split()[0] for line in only[:2]] == ["a_kmeans-synthetic", "a_kmeans-hard"] and len(only) == 3
 
@@ -84,7 +87,7 @@ def test_the_calibration_fits_two_seeds_of_one_point_with_one_cache_as_a_worker_
 
 def test_a_study_runs_every_sweep_in_one_tuner_and_writes_its_compare_folder(tiny_study):
     tmp, _, _, _, outcome = tiny_study
-    assert outcome["ray_started"] and len(outcome["ran"]) == 4 and outcome["compared"] == [tmp / "compare_tiny"]
+    assert outcome["ray_started"] and len(outcome["ran"]) == 5 and outcome["compared"] == [tmp / "compare_tiny"]
     client = tracking.client_for(f"sqlite:///{tmp / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("mtc").experiment_id
     parents = [r for r in client.search_runs([experiment]) if tracking.PARENT_TAG not in r.data.tags
@@ -94,11 +97,47 @@ def test_a_study_runs_every_sweep_in_one_tuner_and_writes_its_compare_folder(tin
         assert parent.info.status == "FINISHED"
         keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in
                 tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent.info.run_id})]
-        assert sorted(keys) == sorted(f"max_iter={m}|seed={s}" for m in (100, 200) for s in range(3))
+        grid = (200,) if parent.info.run_name == "kmeans_reduced-synthetic" else (100, 200)
+        assert sorted(keys) == sorted(f"max_iter={m}|seed={s}" for m in grid for s in range(3))
     cells = pd.read_csv(tmp / "compare_tiny" / "cells.csv")
     assert set(zip(cells.benchmark, cells.method)) == {(b, m) for b in ("synthetic", "hard")
                                                        for m in ("kmeans", "a_kmeans")}
     assert (tmp / "outputs" / "kmeans-hard" / "report.md").is_file()
+
+
+def test_a_fit_two_sweeps_of_the_study_have_is_fitted_once_and_both_sweeps_runs_hold_it(tiny_study):
+    """kmeans_reduced-synthetic's trials are kmeans-synthetic's at max_iter 200 (mtc.sweep.shared_fits):
+    one of each pair fitted and kept the fit (step_seconds/shared_fit), the other read it; both
+    runs hold the same scores, labels and traces."""
+    from mtc.fitted import SHARED_FIT_STEP
+    from mtc.numerics.cache import Cache, library_versions
+
+    tmp, study, overrides, _, _ = tiny_study
+    client = tracking.client_for(f"sqlite:///{tmp / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("mtc").experiment_id
+    parents = {r.info.run_name: r.info.run_id for r in client.search_runs([experiment])
+               if tracking.SWEEP_KEY_TAG in r.data.tags}
+    runs = {(name, r.data.tags[tracking.TRIAL_KEY_TAG]): r for name in ("kmeans-synthetic", "kmeans_reduced-synthetic")
+            for r in tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parents[name]})}
+    plans = {plan.name: plan for plan in reproduce.plan_study(study, overrides, [])}
+    steps = Cache(folder=Path(os.environ["MTC_CACHE_DIR"]) / "steps")
+    for seed in range(3):
+        key = f"max_iter=200|seed={seed}"
+        full, reduced = runs[("kmeans-synthetic", key)], runs[("kmeans_reduced-synthetic", key)]
+        assert plans["kmeans-synthetic"].shared_fits[key] == plans["kmeans_reduced-synthetic"].shared_fits[key]
+        fitted = ["step_seconds/shared_fit" in run.data.metrics for run in (full, reduced)]
+        assert sorted(fitted) == [False, True]  # one computed it, the other read it
+        for metric in ("acc/mean", "nmi/mean", "objective/final", "n_iter", "silhouette/mean"):
+            assert full.data.metrics[metric] == reduced.data.metrics[metric]
+        files = [np.load(Path(run.info.artifact_uri.removeprefix("file://")) / tracking.TRIAL_ARTIFACT)
+                 for run in (full, reduced)]
+        assert files[0].files == files[1].files and any(name.startswith("labels") for name in files[0].files)
+        for name in files[0].files:
+            np.testing.assert_array_equal(files[0][name], files[1][name])
+        # kept under the fit's key, the libraries and the one BLAS thread of a one-CPU trial
+        kept = steps.path(SHARED_FIT_STEP, (plans["kmeans-synthetic"].shared_fits[key], library_versions(), 1))
+        assert kept.with_suffix(".npz").is_file()
+    assert sorted(plans["kmeans-synthetic"].shared_fits) == [f"max_iter=200|seed={seed}" for seed in range(3)]
 
 
 def test_a_finished_study_run_again_starts_no_ray_and_regenerates_nothing(tiny_study, monkeypatch):
@@ -112,7 +151,7 @@ def test_a_finished_study_run_again_starts_no_ray_and_regenerates_nothing(tiny_s
     monkeypatch.setattr(sweep, "ray_session", no_ray)
     monkeypatch.setattr(sweep, "remove_dead_drivers_ray_folders", lambda: cleaned.append(True))
     outcome = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), compare_root=tmp)
-    assert not outcome["ray_started"] and outcome["ran"] == [] and len(outcome["finished"]) == 4 and cleaned
+    assert not outcome["ray_started"] and outcome["ran"] == [] and len(outcome["finished"]) == 5 and cleaned
     assert outcome["compared"] == []
     forced = reproduce.run_study(study, reproduce.plan_study(study, overrides, []), force_compare=True,
                                  compare_root=tmp)

@@ -89,7 +89,7 @@ class Cache:
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
         results of this step are kept (default: ``size``; more for small results that many
         trials of a worker share, such as k-means labels). With ``persist`` (an array result,
-        or a list of arrays, whose key's ``repr`` names everything it depends on) and a
+        or a list or dict of arrays, whose key's ``repr`` names everything it depends on) and a
         ``folder``, the result is also read from and written to a file there; a file whose
         result ``valid(result)`` rejects is computed again."""
         kept = self.results.setdefault(step, OrderedDict())
@@ -179,8 +179,8 @@ def cached(cache: Cache | None, step: str, key, compute, keep: int | None = None
     return compute() if cache is None else cache.get(step, key, compute, keep)
 
 
-def _read(path: Path | None, valid=None) -> np.ndarray | list | None:
-    """A persisted result (an array from ``path``, or a list of arrays from its ``.npz``
+def _read(path: Path | None, valid=None) -> np.ndarray | list | dict | None:
+    """A persisted result (an array from ``path``, or a list or dict of arrays from its ``.npz``
     sibling), or None when there is none (no path, no file, or one that cannot be read or that
     ``valid`` rejects: it is computed again)."""
     if path is None:
@@ -190,7 +190,10 @@ def _read(path: Path | None, valid=None) -> np.ndarray | list | None:
             result = np.load(path, allow_pickle=False)
         else:
             with np.load(path.with_suffix(".npz"), allow_pickle=False) as arrays:
-                result = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+                if arrays.files and all(name.startswith("arr_") for name in arrays.files):
+                    result = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+                else:
+                    result = {name: arrays[name] for name in arrays.files}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
     return None if valid is not None and not valid(result) else result
@@ -219,17 +222,20 @@ def _one_computes(path: Path | None):
         lock.release()
 
 
-def _write(path: Path, result: np.ndarray | list) -> None:
-    """Keep ``result`` at ``path`` (a list of arrays at its ``.npz`` sibling, uncompressed),
+def _write(path: Path, result: np.ndarray | list | dict) -> None:
+    """Keep ``result`` at ``path`` (a list, or a dict of named arrays, at its ``.npz`` sibling,
+    uncompressed),
     atomically (a reader sees the whole file or none); a folder that cannot be written
     (read-only, full) only means it is not kept."""
-    if isinstance(result, (list, tuple)):
+    if isinstance(result, (list, tuple, dict)):
         path = path.with_suffix(".npz")
     temporary = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "wb") as handle:
-            if path.suffix == ".npz":
+            if isinstance(result, dict):
+                np.savez(handle, **result)
+            elif path.suffix == ".npz":
                 np.savez(handle, *result)
             else:
                 np.save(handle, result, allow_pickle=False)

@@ -108,6 +108,7 @@ class SweepJob:
     cache_dir: str | None = None  # data.cache_dir made absolute by the driver, or None: the worker's own default
     batches: dict = field(default_factory=dict)  # this sweep's Tune trials: {Tune trial name: [Trial, ...]}
     points: tuple = ()  # the grid points of its pending trials (mtc.trial.trial_solver's siblings)
+    shared_fits: dict = field(default_factory=dict)  # trial key -> fit key another sweep shares (mtc.sweep.shared_fits)
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,9 @@ def sweep_job(opened: OpenSweep, batches: dict[str, list[Trial]]) -> SweepJob:
     return SweepJob(opened.plan.datasets, prototype, run.method.name, run.data.resolved, run.tracking.uri,
                     opened.experiment_id, opened.parent_id, opened.plan.tags, run.tracking.readable_trial_files,
                     None if run.data.cache_dir is None else str(Path(run.data.cache_dir).expanduser().resolve()),
-                    batches, tuple({trial.label: trial.point for trials in batches.values() for trial in trials}.values()))
+                    batches, tuple({trial.label: trial.point for trials in batches.values() for trial in trials}.values()),
+                    {trial.key: opened.plan.shared_fits[trial.key] for trials in batches.values() for trial in trials
+                     if trial.key in opened.plan.shared_fits})
 
 
 def sweep_trainable(config, *, jobs, owners):
@@ -330,7 +333,8 @@ def fit_trial(job: SweepJob, trial: Trial, tags: dict) -> tuple[run_writer.RunRe
 
     start_ms = int(time.time() * 1000)
     try:
-        outcome = run_trial(job.datasets[trial.seed], job.prototype, trial, WORKER_CACHES.fits, job.points)
+        outcome = run_trial(job.datasets[trial.seed], job.prototype, trial, WORKER_CACHES.fits, job.points,
+                            job.shared_fits.get(trial.key))
     except Exception as error:
         return tracking.failed_record(job.parent_id, trial, tags, start_ms, error), None
     config = trial_params(job.method, job.prototype, trial, job.data_config)

@@ -36,6 +36,8 @@ class SweepPlan:
     tags: dict
     key: str
     loaded: dict | None = field(default=None, repr=False, compare=False)  # the datasets, when planning read them
+    # trial key -> key of a fit that another sweep of its study has too (mtc.sweep.shared_fits)
+    shared_fits: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
