@@ -8,8 +8,8 @@ the first worker to reach a key fits and keeps the fit's state here as one ``.np
 worker's step cache (mtc.numerics.cache, step ``shared_fit``), and the trial of the other sweep
 reads it (or waits on its lock while it is computed) instead of fitting again. Reading gives the
 same arrays to the bit, so the runs of both sweeps hold the same labels, traces, record and
-scores (tests/test_fitted.py); a run whose fit was read has no ``step_seconds/shared_fit`` and
-its ``fit_seconds`` is the reading's.
+scores (tests/test_fitted.py); a run whose fit was read has ``fit_read`` 1, no
+``step_seconds/shared_fit``, and its ``fit_seconds`` is the reading's.
 """
 
 from __future__ import annotations

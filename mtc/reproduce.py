@@ -293,7 +293,7 @@ def duration(seconds: float) -> str:
 def stored_fit_seconds(plans: list) -> dict[str, tuple[float, int]]:
     """Per sweep, the mean ``fit_seconds`` of the FINISHED trials the store holds of the same
     method on the same data (method, data config and data hash: any sweep of it, any grid
-    point) and how many there are; sweeps with none are left out (no store: none)."""
+    point; not those that read another sweep's fit, ``fit_read``) and how many there are; sweeps with none are left out (no store: none)."""
     uri, experiment = plans[0].run.tracking.uri, plans[0].run.tracking.experiment
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
         return {}
@@ -305,7 +305,8 @@ def stored_fit_seconds(plans: list) -> dict[str, tuple[float, int]]:
     for plan in plans:
         same = {key: plan.tags[key] for key in ("mtc.method", "mtc.data", tracking.DATASET_HASH_TAG)}
         fits = [run.data.metrics["fit_seconds"] for run in tracking.find_runs(client, found.experiment_id, **same)
-                if run.info.status == "FINISHED" and "fit_seconds" in run.data.metrics]
+                if run.info.status == "FINISHED" and "fit_seconds" in run.data.metrics
+                and not run.data.metrics.get("fit_read")]  # a fit read from another sweep's costs no fit
         if fits:
             seconds[plan.name] = (sum(fits) / len(fits), len(fits))
     return seconds

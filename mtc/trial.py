@@ -214,7 +214,7 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
     solver = trial_solver(prototype, trial, cache, points)
     steps_before = {} if cache is None else dict(cache.compute_seconds)
     start = time.perf_counter()
-    fitted = fit_or_read(solver, dataset, cache, shared_fit)
+    fitted, read = fit_or_read(solver, dataset, cache, shared_fit)
     fit_seconds = time.perf_counter() - start
     trace, labels, record, names = fitted.objective_trace, fitted.labels, fitted.record, dataset.task_names
     metrics = task_metrics(dataset, labels) if dataset.labelled else {}
@@ -223,6 +223,8 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
                     "degenerate_tasks": float(np.count_nonzero(fitted.degenerate)),
                     "converged": float(fitted.converged), "fit_seconds": fit_seconds})
     metrics.update(step_seconds(cache, steps_before))
+    if read is not None:
+        metrics["fit_read"] = float(read)  # 1: another sweep's trial kept this fit (its fit_seconds is the reading)
     for name, value in record.scalars.items():
         metrics.update(scalar_metrics(name, value, names))
     traces = {key: values for name, trace in record.traces.items() for key, values in trace_metrics(name, trace, names).items()}
@@ -234,20 +236,25 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
 
 
 def fit_or_read(solver: MultiTaskClusterer, dataset: MultiTaskDataset, cache: Cache | None,
-                shared_fit: str | None) -> Fitted:
-    """The solver fitted on the dataset; with a ``shared_fit`` key and a cache that keeps files,
-    the fit another sweep's trial kept under that key (with the libraries and BLAS threads
-    that computed it), fitted and kept here when none is (step ``shared_fit``)."""
+                shared_fit: str | None) -> tuple[Fitted, bool | None]:
+    """The solver fitted on the dataset, and whether it was read: with a ``shared_fit`` key and a
+    cache that keeps files, the fit another sweep's trial kept under that key (with the
+    libraries and BLAS threads that computed it; True), fitted and kept here when none is (step
+    ``shared_fit``; False); else fitted (None)."""
+    fitted_here = []
+
     def fit() -> Fitted:
         with warnings.catch_warnings():  # recorded as degenerate/<task> and degenerate_tasks instead
             warnings.simplefilter("ignore", DegenerateFitWarning)
             solver.fit(dataset.matrices)
+        fitted_here.append(True)
         return Fitted.of(solver)
 
     if shared_fit is None or cache is None or cache.folder is None:
-        return fit()
+        return fit(), None
     key = (shared_fit, library_versions(), blas_threads())
-    return Fitted.from_arrays(cache.get(SHARED_FIT_STEP, key, lambda: fit().arrays(), keep=1, persist=True))
+    arrays = cache.get(SHARED_FIT_STEP, key, lambda: fit().arrays(), keep=1, persist=True)
+    return Fitted.from_arrays(arrays), not fitted_here
 
 
 def step_seconds(cache: Cache | None, before: dict[str, float]) -> dict[str, float]:

@@ -26,7 +26,8 @@ def planted(seed: int = 0) -> MultiTaskDataset:
 
 
 def assert_same_outcome(a, b) -> None:
-    timings = {key for key in (*a.metrics, *b.metrics) if key == "fit_seconds" or key.startswith("step_seconds/")}
+    timings = {key for key in (*a.metrics, *b.metrics) if key in ("fit_seconds", "fit_read")
+               or key.startswith("step_seconds/")}
     assert {k: v for k, v in a.metrics.items() if k not in timings} == {k: v for k, v in b.metrics.items()
                                                                            if k not in timings}
     np.testing.assert_array_equal(a.objective_trace, b.objective_trace)
@@ -89,6 +90,7 @@ def test_a_trial_that_reads_a_kept_fit_scores_as_the_trial_that_fitted_it(tmp_pa
     first = run_trial(dataset, prototype, trial, Cache(folder=tmp_path), shared_fit="a-key")
     second = run_trial(dataset, prototype, trial, Cache(folder=tmp_path), shared_fit="a-key")
     assert first.metrics["step_seconds/shared_fit"] > 0 and "step_seconds/shared_fit" not in second.metrics
+    assert (first.metrics["fit_read"], second.metrics["fit_read"]) == (0.0, 1.0) and "fit_read" not in fresh.metrics
     assert len(list((tmp_path / SHARED_FIT_STEP).glob("*.npz"))) == 1
     assert_same_outcome(first, fresh)
     assert_same_outcome(second, fresh)

@@ -127,6 +127,7 @@ def test_a_fit_two_sweeps_of_the_study_have_is_fitted_once_and_both_sweeps_runs_
         assert plans["kmeans-synthetic"].shared_fits[key] == plans["kmeans_reduced-synthetic"].shared_fits[key]
         fitted = ["step_seconds/shared_fit" in run.data.metrics for run in (full, reduced)]
         assert sorted(fitted) == [False, True]  # one computed it, the other read it
+        assert [run.data.metrics["fit_read"] for run in (full, reduced)] == [float(not f) for f in fitted]
         for metric in ("acc/mean", "nmi/mean", "objective/final", "n_iter", "silhouette/mean"):
             assert full.data.metrics[metric] == reduced.data.metrics[metric]
         files = [np.load(Path(run.info.artifact_uri.removeprefix("file://")) / tracking.TRIAL_ARTIFACT)
@@ -138,6 +139,8 @@ def test_a_fit_two_sweeps_of_the_study_have_is_fitted_once_and_both_sweeps_runs_
         kept = steps.path(SHARED_FIT_STEP, (plans["kmeans-synthetic"].shared_fits[key], library_versions(), 1))
         assert kept.with_suffix(".npz").is_file()
     assert sorted(plans["kmeans-synthetic"].shared_fits) == [f"max_iter=200|seed={seed}" for seed in range(3)]
+    # the dry run's stored fit times of k-means on this data: the 9 runs but the 3 that read a fit
+    assert reproduce.stored_fit_seconds(list(plans.values()))["kmeans_reduced-synthetic"][1] == 6
 
 
 def test_a_finished_study_run_again_starts_no_ray_and_regenerates_nothing(tiny_study, monkeypatch):
