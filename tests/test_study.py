@@ -27,8 +27,10 @@ PLUGIN = Path(__file__).parent / "plugin"
 
 
 def store_overrides(tmp: Path) -> list[str]:
+    """The study's store, outputs and processed-data cache in its folder: the cache's kept fits
+    (steps/shared_fit) are this study's alone, not those of a tiny study another module ran."""
     return [f"output_dir={tmp / 'outputs'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
-            f"mlflow.artifact_root={tmp / 'artifacts'}", "ray.num_cpus=1"]
+            f"mlflow.artifact_root={tmp / 'artifacts'}", f"data.cache_dir={tmp / 'cache'}", "ray.num_cpus=1"]
 
 
 def dry_run_text(study, overrides, only=()) -> str:
@@ -120,7 +122,7 @@ def test_a_fit_two_sweeps_of_the_study_have_is_fitted_once_and_both_sweeps_runs_
     runs = {(name, r.data.tags[tracking.TRIAL_KEY_TAG]): r for name in ("kmeans-synthetic", "kmeans_reduced-synthetic")
             for r in tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parents[name]})}
     plans = {plan.name: plan for plan in reproduce.plan_study(study, overrides, [])}
-    steps = Cache(folder=Path(os.environ["MTC_CACHE_DIR"]) / "steps")
+    steps = Cache(folder=tmp / "cache" / "steps")
     for seed in range(3):
         key = f"max_iter=200|seed={seed}"
         full, reduced = runs[("kmeans-synthetic", key)], runs[("kmeans_reduced-synthetic", key)]
@@ -197,7 +199,8 @@ def test_a_sweep_whose_method_needs_equal_cluster_counts_is_refused_on_unequal_o
                                                    r"every task \(the cluster centres M have c columns shared by "
                                                    r"every task\), got \[2, 3\]$"):
         reproduce.run_study(study, reproduce.plan_study(study, store_overrides(tmp_path), []), compare_root=tmp_path)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
+    # no store, outputs or compare folder; the processed-data cache may remember the files' hash
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name != "cache") == ["data"]
 
 
 def test_a_sweep_whose_every_trial_fails_is_one_line_and_the_studys_other_sweeps_are_reported(tmp_path, monkeypatch):

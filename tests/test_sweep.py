@@ -1,7 +1,6 @@
 """End to end: Hydra config -> Ray Tune trials -> MLflow runs -> report (local Ray), with a
 solver from outside the package (tests/plugin: one module + one config, no platform change)."""
 
-import contextlib
 import json
 import os
 import signal
@@ -265,38 +264,26 @@ def test_a_trial_left_in_error_with_retries_by_a_worker_killed_as_its_trial_ende
     """Ray Tune hands a finished trial's actor to the next trial; when that worker is killed in
     between, the next trial ends in ERROR with its retries unused (Ray Tune recovers only a
     RUNNING trial: mtc.sweep.stranded). The driver runs it again once and the sweep is complete."""
-    from mtc.sweep.driver import ray_processes
-
-    moments = tmp_path / "moments"
+    moments, pids = tmp_path / "moments", tmp_path / "pids"
     monkeypatch.setenv("MTC_DEBUG_MOMENTS", str(moments))
     monkeypatch.setenv("MTC_DEBUG_PAUSE", "tune-trial-ended=1.0")  # the driver waits there, each trial's end
     killed = []
 
-    def trial_workers() -> set[int]:
-        workers = set()
-        for pid in ray_processes():
-            with contextlib.suppress(OSError):
-                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ImplicitFunc"):
-                    workers.add(pid)
-        return workers
-
-    earlier = trial_workers()  # an earlier sweep's worker in the shared Ray may still be ending: not this one
-
     def kill_the_worker_when_the_first_trial_ends():
         while not (moments.exists() and "tune-trial-ended" in moments.read_text().split()):
             time.sleep(0.01)
-        for pid in trial_workers() - earlier:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+        (worker,) = map(int, pids.read_text().split())  # the process that fitted the first trial's seed
+        assert Path(f"/proc/{worker}/cmdline").read_bytes().startswith(b"ray::ImplicitFunc")  # its Tune actor
+        os.kill(worker, signal.SIGKILL)
+        killed.append(worker)
 
     killer = threading.Thread(target=kill_the_worker_when_the_first_trial_ends, daemon=True)
     killer.start()
-    cfg = sweep_config(tmp_path, "++method.grid.fail=[false]", "method.grid.shift=[0.0,1.0]",
-                       "sweep.seeds_per_trial=1")  # 4 Tune trials, one at a time (ray.num_cpus=1): one worker
+    cfg = sweep_config(tmp_path, "++method.grid.fail=[false]", "method.grid.shift=[0.0,1.0]", "sweep.seeds_per_trial=1",
+                       f"++method.params.pid_file={pids}")  # 4 Tune trials, one at a time (ray.num_cpus=1)
     result = shared_ray_sweep(cfg)
     killer.join(timeout=5)
-    assert len(killed) == 1  # the one worker, its trial just ended
+    assert len(killed) == 1  # the worker of the first trial, killed as that trial ended
     assert result.tuner.tune_trials == 4 and result.tuner.run_again == 1 and result.tuner.tune_errors == 0
     runs = children(tracking.client_for(result.tracking_uri), result)
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in runs]

@@ -34,6 +34,9 @@ class ToyClusterer(MultiTaskClusterer):
     die_once : str, default=""
         A file path: the first fit that finds no file there creates it and kills its own
         process with SIGKILL (a Ray worker killed in the middle of a trial).
+    pid_file : str, default=""
+        A file path: each fit appends the id of the process that ran it (a test finds the
+        Ray worker of a trial).
     cache : mtc.numerics.cache.Cache or None, default=None
         Keeps the k-means labels (a sweep's worker gives its cache; its files are shared by
         the workers of a machine).
@@ -59,20 +62,25 @@ class ToyClusterer(MultiTaskClusterer):
     _parameter_constraints = {**MultiTaskClusterer._parameter_constraints,
                               "shift": [Interval(Real, 0, None, closed="left")], "fail": ["boolean"],
                               "delay": [Interval(Real, 0, None, closed="left")], "die_once": [str],
-                              "cache": [None, Cache]}
+                              "pid_file": [str], "cache": [None, Cache]}
 
-    def __init__(self, n_clusters=2, shift=0.0, fail=False, delay=0.0, die_once="", cache=None, random_state=None):
+    def __init__(self, n_clusters=2, shift=0.0, fail=False, delay=0.0, die_once="", pid_file="", cache=None,
+                 random_state=None):
         self.n_clusters = n_clusters
         self.shift = shift
         self.fail = fail
         self.delay = delay
         self.die_once = die_once
+        self.pid_file = pid_file
         self.cache = cache
         self.random_state = random_state
 
     def _fit(self, matrices, n_clusters, rng):
         if self.fail:
             raise FloatingPointError("toy failure: the iteration diverged")
+        if self.pid_file:
+            with open(self.pid_file, "a") as handle:
+                handle.write(f"{os.getpid()}\n")
         time.sleep(self.delay)
         if self.die_once and not os.path.exists(self.die_once):
             open(self.die_once, "w").close()
