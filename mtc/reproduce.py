@@ -260,7 +260,10 @@ def calibration_seconds(plan) -> tuple[float, float, float]:
     compute a fit (mtc.trial.computed_fits: S-MKC's fit at one lambda decides the others').
     The first computes the seed-free steps a sweep's fits share (MTCMRL on the mtcmrl study's
     Reuters, beside a test suite: 8.2 s, the next 0.61 s; mtc.numerics.cache), the second reads
-    them: what each further computed fit costs."""
+    them: what each further computed fit costs. Both run with the BLAS and OpenMP threads of
+    one trial (``sweep.cpus_per_trial``), as in a worker (mtc.sweep.driver), not the driver's."""
+    from threadpoolctl import threadpool_limits
+
     from mtc.config import Trial
     from mtc.numerics.cache import Cache
     from mtc.trial import computed_fits, run_trial
@@ -271,10 +274,11 @@ def calibration_seconds(plan) -> tuple[float, float, float]:
     prototype = plan.run.method.prototype(n_clusters=dataset.n_clusters)
     points = tuple({repr(sorted(trial.point.items())): trial.point for trial in plan.trials}.values())
     seconds = []
-    for trial in (first, following):
-        start = time.perf_counter()
-        run_trial(dataset, prototype, Trial(trial.point, trial.seed), cache=cache, points=points)
-        seconds.append(time.perf_counter() - start)
+    with threadpool_limits(limits=plan.run.sweep.cpus_per_trial):
+        for trial in (first, following):
+            start = time.perf_counter()
+            run_trial(dataset, prototype, Trial(trial.point, trial.seed), cache=cache, points=points)
+            seconds.append(time.perf_counter() - start)
     return seconds[0], seconds[1], computed_fits(prototype, plan.trials) / len(plan.trials)
 
 

@@ -71,16 +71,26 @@ def test_a_study_expands_its_entries_and_lists_them_in_a_dry_run(tiny_study):
 
 def test_the_calibration_fits_two_seeds_of_one_point_with_one_cache_as_a_worker_does(tiny_study, monkeypatch):
     """The dry run's estimate without stored fits: the first fit computes the steps a sweep's
-    fits share, the second (another seed of the same grid point) reads them from the same cache."""
+    fits share, the second (another seed of the same grid point) reads them from the same cache;
+    both with the BLAS threads of one trial (sweep.cpus_per_trial), as a worker fits."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
     import mtc.trial
 
     _, study, overrides, _, _ = tiny_study
-    plan = reproduce.plan_study(study, overrides, [])[0]
-    calls, real = [], mtc.trial.run_trial
-    monkeypatch.setattr(mtc.trial, "run_trial", lambda dataset, prototype, trial, cache, points:
-                        calls.append((trial, cache, points)) or real(dataset, prototype, trial, cache, points))
-    first, following, share = reproduce.calibration_seconds(plan)
+    plan = reproduce.plan_study(study, [*overrides, "ray.num_cpus=2", "sweep.cpus_per_trial=2"], [])[0]
+    calls, threads, real = [], [], mtc.trial.run_trial
+
+    def recorded(dataset, prototype, trial, cache, points):
+        calls.append((trial, cache, points))
+        threads.append({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+        return real(dataset, prototype, trial, cache, points)
+
+    monkeypatch.setattr(mtc.trial, "run_trial", recorded)
+    with threadpool_limits(limits=1):  # the driver's own limit is not the one the fits run with
+        first, following, share = reproduce.calibration_seconds(plan)
     assert first > 0 and following > 0 and len(calls) == 2 and share == 1.0  # k-means: every trial a fit
+    assert threads == [{2}, {2}]
     (a, cache_a, points_a), (b, cache_b, points_b) = calls
     assert a.point == b.point == plan.trials[0].point and a.seed == plan.trials[0].seed != b.seed
     assert cache_a is cache_b is not None
