@@ -94,7 +94,10 @@ def test_a_trial_that_reads_a_kept_fit_scores_as_the_trial_that_fitted_it(tmp_pa
     assert len(list((tmp_path / SHARED_FIT_STEP).glob("*.npz"))) == 1
     assert_same_outcome(first, fresh)
     assert_same_outcome(second, fresh)
-    other_seed = run_trial(dataset, prototype, Trial({"neighbour_ratio": 0.3}, seed=3), Cache(folder=tmp_path),
-                           shared_fit="another-key")
+    other_trial = Trial({"neighbour_ratio": 0.3}, seed=3)
+    other_seed = run_trial(dataset, prototype, other_trial, Cache(folder=tmp_path), shared_fit="another-key")
     assert len(list((tmp_path / SHARED_FIT_STEP).glob("*.npz"))) == 2
-    assert other_seed.metrics["objective/final"] != first.metrics["objective/final"]
+    # fitted under its own key, not read from the first one's (on some machines seeds 2 and 3
+    # reach the same planted partition and objective, so the scores alone cannot tell)
+    assert other_seed.metrics["fit_read"] == 0.0
+    assert_same_outcome(other_seed, run_trial(dataset, prototype, other_trial, cache=None))
