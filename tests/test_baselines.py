@@ -71,6 +71,29 @@ def test_kernel_kmeans_objective_never_rises(planted):
     assert np.all(np.diff(trace) <= 1e-9 * abs(trace[0]))
 
 
+def test_kernel_kmeans_kernels_kept_in_a_cache_give_the_same_fits_and_are_computed_once(monkeypatch):
+    """A cache keeps each task's kernel by (data, width, mode): the seeds of a grid point compute
+    them once, with the labels and traces of fits without a cache to the bit; another width
+    computes its own."""
+    from mtc.methods import kernel_kmeans
+    from mtc.numerics.cache import Cache
+
+    data = make_synthetic(n_tasks=3, n_clusters=3, n_shared=1, separation=0.8, seed=5)
+    computed = []
+    affinity = kernel_kmeans.gaussian_affinity
+    monkeypatch.setattr(kernel_kmeans, "gaussian_affinity", lambda X, *args: computed.append(X.shape) or affinity(X, *args))
+    cache = Cache()
+    for width in (0.5, 0.5, 2.0, 2.0):
+        for seed in (0, 1):
+            kept = KernelKMeans(n_clusters=3, kernel_width=width, n_init=2, cache=cache, random_state=seed)
+            fresh = KernelKMeans(n_clusters=3, kernel_width=width, n_init=2, random_state=seed)
+            kept.fit(data.matrices), fresh.fit(data.matrices)
+            for a, b in zip(kept.labels_ + kept.task_objective_traces_, fresh.labels_ + fresh.task_objective_traces_):
+                np.testing.assert_array_equal(a, b)
+    assert len(computed) == 3 * 4 * 2 * 2 // 2 + 3 * 2  # every fresh fit's 3 kernels; the cache's: 3 per width
+    assert len(cache.results["gaussian_kernel"]) == 3 and cache.compute_seconds["gaussian_kernel"] > 0
+
+
 def test_kernel_kmeans_incremental_sums_give_the_literal_iterates(monkeypatch):
     """K H updated from the columns of the samples that moved gives the labels, iterations and
     objective trace of K H computed again every iteration (the literal route), restart for

@@ -25,6 +25,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from mtc.methods.base import AT_LEAST_ONE, POSITIVE, MultiTaskClusterer, PerTaskClusterer
 from mtc.numerics.affinity import WIDTH_MODES, gaussian_affinity, nystroem_features
+from mtc.numerics.cache import Cache, fingerprint
 from mtc.numerics.convergence import SingleFit
 
 
@@ -155,6 +156,10 @@ class KernelKMeans(PerTaskClusterer):
         distance among those rows): O(n m) memory and time per iteration instead of O(n^2).
     n_components : int, default=500
         Rows the Nyström route draws per task (all of them when a task has fewer).
+    cache : mtc.numerics.cache.Cache or None, default=None
+        Keeps each task's dense kernel by (data, ``kernel_width``, ``width_mode``): it depends
+        on no seed, so the seeds of a grid point compute it once (a sweep's trial runner gives
+        its workers one); the same bits as without it.
     random_state : int, Generator or None, default=None
         Seed of every random choice.
 
@@ -178,10 +183,11 @@ class KernelKMeans(PerTaskClusterer):
         **MultiTaskClusterer._parameter_constraints,
         "kernel_width": [POSITIVE], "width_mode": [StrOptions(set(WIDTH_MODES))], "n_init": [AT_LEAST_ONE],
         "max_iter": [AT_LEAST_ONE], "route": [StrOptions({"dense", "nystroem"})], "n_components": [AT_LEAST_ONE],
+        "cache": [None, Cache],
     }
 
     def __init__(self, n_clusters=2, kernel_width=1.0, width_mode="relative", n_init=10, max_iter=300,
-                 route="dense", n_components=500, random_state=None):
+                 route="dense", n_components=500, cache=None, random_state=None):
         self.n_clusters = n_clusters
         self.kernel_width = kernel_width
         self.width_mode = width_mode
@@ -189,15 +195,32 @@ class KernelKMeans(PerTaskClusterer):
         self.max_iter = max_iter
         self.route = route
         self.n_components = n_components
+        self.cache = cache
         self.random_state = random_state
 
-    def _fit_one(self, X, k, rng) -> SingleFit:
-        if self.route == "dense":
-            kernel = DenseKernel(gaussian_affinity(X, self.kernel_width, self.width_mode))
-        else:
-            kernel = FactoredKernel(nystroem_features(X, self.kernel_width, self.width_mode, self.n_components, rng))
+    def _fit(self, matrices, n_clusters, rng):
+        self._store([self._fit_one(X, k, rng, len(matrices)) for X, k in zip(matrices, n_clusters)])
+
+    def _fit_one(self, X, k, rng, n_tasks: int = 1) -> SingleFit:
+        """``n_init`` runs of Lloyd's iterations from kernel k-means++ starts on the task's
+        kernel; the lowest final objective wins."""
+        kernel = self._kernel(X, rng, n_tasks)
         runs = [
             kernel_kmeans_lloyd(kernel, kernel_kmeanspp(kernel, k, rng), k, self.max_iter)
             for _ in range(self.n_init)
         ]
         return min(runs, key=lambda run: run.trace[-1])
+
+    def _kernel(self, X, rng, n_tasks: int) -> DenseKernel | FactoredKernel:
+        """The task's kernel; a dense one kept in ``cache`` with the fit's other tasks' (ng3's
+        three, ``n_tasks``: 3.6 s of a 7.4 s fit, one thread)."""
+        if self.route == "nystroem":
+            return FactoredKernel(nystroem_features(X, self.kernel_width, self.width_mode, self.n_components, rng))
+
+        def compute():
+            return gaussian_affinity(X, self.kernel_width, self.width_mode)
+
+        if self.cache is None:
+            return DenseKernel(compute())
+        key = (fingerprint(X), float(self.kernel_width), self.width_mode)
+        return DenseKernel(self.cache.get("gaussian_kernel", key, compute, keep=n_tasks))

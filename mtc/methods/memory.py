@@ -234,11 +234,13 @@ def asi_bytes(shapes: Shapes, params: dict) -> int:
 
 
 def kernel_kmeans_bytes(shapes: Shapes, params: dict) -> int:
-    """Kernel k-means per task: the Gaussian kernel and its distances (3 n^2); on the Nyström
-    route the n x m kernel to the drawn rows, its features and a product's temporary (3 n m)."""
+    """Kernel k-means: every task's Gaussian kernel (a sweep's worker keeps them for the next
+    seeds, KernelKMeans' ``cache``) and the largest task's distances and temporary (2 n^2); on
+    the Nyström route, per task, the n x m kernel to the drawn rows, its features and a
+    product's temporary (3 n m)."""
     if params.get("route") == "nystroem":
         return per_task(shapes, lambda s, t: FLOAT * 3 * s.n[0] * min(params["n_components"], s.n[0])) + KMEANS_OVERHEAD
-    return per_task(shapes, lambda s, t: FLOAT * 3 * s.n[0] ** 2) + KMEANS_OVERHEAD
+    return FLOAT * (sum(n**2 for n in shapes.n) + 2 * max(shapes.n) ** 2) + KMEANS_OVERHEAD
 
 
 FAMILIES = {  # solver class name -> its family's estimate; subclasses found through the MRO
