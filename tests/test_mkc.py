@@ -15,9 +15,9 @@ from mtc.methods.mkc import (MKC, SMKC, centroid_costs, centroid_state, local_lo
                              transport)
 from mtc.metrics import accuracy
 from mtc.numerics.affinity import gaussian_affinity, median_positive
-from mtc.numerics.cache import Cache
+from mtc.numerics.cache import Cache, fingerprint, library_versions
 from mtc.numerics.kernels import distinct_rows, gram, squared_distances_from_gram, union_kernel, weighted_pair_median
-from mtc.numerics.seeding import indicator, kmeans_coordinates
+from mtc.numerics.seeding import COORDINATES_VERSION, indicator, kmeans_coordinates
 from mtc.numerics.transport import emd
 
 
@@ -280,7 +280,8 @@ def test_three_tasks_k_means_coordinates_are_computed_once_per_worker_and_not_wh
     all three tasks' at once, so a second grid point computes none (one entry per task used to
     evict each other: ng3's 62 s every fit). The labels are kept by the data, so a worker whose
     seeds' labels another left as files (the AAAI-13 protocol after S-MKC's sweep on NG3)
-    computes no coordinates at all, and starts from the same labels to the bit."""
+    computes no coordinates at all, and starts from the same labels to the bit; one that needs
+    other seeds' labels reads the coordinates from the files the first worker left."""
     from threadpoolctl import threadpool_limits
 
     computed = []
@@ -299,11 +300,38 @@ def test_three_tasks_k_means_coordinates_are_computed_once_per_worker_and_not_wh
         assert len(computed) == 3 and cached_fit.n_iter_ >= 1 and len(list((tmp_path / "kmeans_labels").glob("*.npy"))) == 3
         widened = SMKC(n_clusters=3, kernel_width=2.0, max_iter=10, random_state=1).fit(matrices)
         SMKC(n_clusters=3, max_iter=10, random_state=2, cache=Cache(size=2, folder=tmp_path)).fit(matrices)
-    assert len(computed) == 6  # another seed's labels: that worker computes the coordinates
+    assert len(computed) == 3  # another seed's labels: that worker reads the coordinates the first one kept
+    assert len(list((tmp_path / "kmeans_coordinates").glob("*.npy"))) == 3
     for fit, reference in ((again, plain), (other_worker, widened)):
         np.testing.assert_array_equal(fit.objective_trace_, reference.objective_trace_)
         for a, b in zip(fit.Z_, reference.Z_):
             np.testing.assert_array_equal(a, b)
+
+
+def test_a_second_worker_computes_the_coordinates_of_tasks_the_first_is_not_computing(tmp_path, monkeypatch):
+    """While one worker computes a task's k-means coordinates (its lock file held), another that
+    needs coordinates passes over that task and computes the others' first; the files then hold
+    every task's, and a fit from them starts from the labels of a fit without a cache."""
+    from filelock import FileLock
+    from threadpoolctl import threadpool_limits
+
+    computed = []
+    monkeypatch.setattr(mkc, "kmeans_coordinates", lambda X: computed.append(X.shape[0]) or kmeans_coordinates(X))
+    data = make_synthetic(n_tasks=3, n_clusters=3, n_shared=1, samples_per_cluster=6, n_features=40, seed=4)
+    matrices = [sp.csr_matrix(np.abs(X))[:n] for X, n in zip(data.matrices, (18, 17, 16))]  # d > n, told apart by n
+    with threadpool_limits(limits=1):
+        second = SMKC(n_clusters=3, max_iter=10, random_state=1, cache=Cache(size=2, folder=tmp_path))
+        first = Cache(size=2, folder=tmp_path)
+        key = (fingerprint(matrices[0]), COORDINATES_VERSION, *library_versions())
+        with FileLock(f"{first.path('kmeans_coordinates', key)}.lock"):  # the first worker computes task 0's
+            np.testing.assert_array_equal(second._task_coordinates(matrices, 1), kmeans_coordinates(matrices[1]))
+            assert computed == [17, 16]  # tasks 1 and 2, not task 0
+        first.get("kmeans_coordinates", key, lambda: mkc.kmeans_coordinates(matrices[0]), persist=True)
+        assert computed == [17, 16, 18] and len(list((tmp_path / "kmeans_coordinates").glob("*.npy"))) == 3
+        fit = SMKC(n_clusters=3, max_iter=10, random_state=1, cache=Cache(size=2, folder=tmp_path)).fit(matrices)
+    assert computed == [17, 16, 18]
+    plain = SMKC(n_clusters=3, max_iter=10, random_state=1).fit(matrices)
+    np.testing.assert_array_equal(fit.objective_trace_, plain.objective_trace_)
 
 
 def test_planted_clusters_are_recovered():

@@ -240,6 +240,24 @@ def test_workers_asking_for_one_persisted_step_at_once_compute_it_once(tmp_path)
     assert len(results) == 2 and all(np.array_equal(result, np.arange(5.0)) for result in results)
 
 
+def test_a_persisted_step_another_worker_is_computing_is_passed_over_without_waiting(tmp_path):
+    """get(wait=False) on a result whose lock file another worker holds returns None at once
+    and computes nothing; once the lock is free it computes and keeps the result as usual."""
+    from filelock import FileLock
+
+    cache, calls = Cache(folder=tmp_path), []
+
+    def compute():
+        calls.append(1)
+        return np.arange(3.0)
+
+    with FileLock(f"{cache.path('step', 'key')}.lock"):  # held by "another worker"
+        assert cache.get("step", "key", compute, persist=True, wait=False) is None
+        assert calls == [] and "key" not in cache.results["step"]
+    np.testing.assert_array_equal(cache.get("step", "key", compute, persist=True, wait=False), np.arange(3.0))
+    assert calls == [1] and cache.path("step", "key").exists()
+
+
 def test_a_step_computed_inside_another_counts_as_its_own_seconds_not_the_outer_ones(monkeypatch):
     """compute_seconds is exclusive: the outer step's seconds leave out the inner step's, so the
     steps of a fit add up to the time spent computing them (benchmarks/study_profile.py sums

@@ -104,7 +104,7 @@ from mtc.numerics.affinity import WIDTH_MODES
 from mtc.numerics.cache import Cache, blas_threads, cached, fingerprint, library_versions
 from mtc.numerics.convergence import has_converged
 from mtc.numerics.kernels import KERNELS, UnionKernel, union_kernel
-from mtc.numerics.seeding import indicator, initial_indicator, kmeans_coordinates
+from mtc.numerics.seeding import COORDINATES_VERSION, indicator, initial_indicator, kmeans_coordinates
 from mtc.numerics.snmf import EPS
 from mtc.numerics.transport import cluster_marginal, emd
 from mtc.record import LabelledMatrix
@@ -399,21 +399,34 @@ class MKC(MultiTaskClusterer):
 
     def _initial_indicators(self, matrices, n_clusters, rng) -> list[np.ndarray]:
         """Z0: one-hot of k-means or random labels, + 0.2 (the paper gives no initialisation)."""
-        if self.init == "kmeans":  # the k-means coordinates are seed-independent: every task's kept as one entry
-            # (one entry per task thrashed the cache's two places with three or more tasks: ng3's 62 s of
-            # eigendecompositions came back on every fit), computed only when a seed's labels are not kept;
-            # without a cache, kmeans_labels computes each task's own
+        if self.init == "kmeans":  # the k-means coordinates are seed-independent, computed only when a
+            # seed's labels are not kept; without a cache, kmeans_labels computes each task's own
             coordinates = [None] * len(matrices)
             if self.cache is not None:
-                key = fingerprint(*matrices)
-
-                def task_coordinates(t: int) -> np.ndarray:
-                    return self.cache.get("kmeans_coordinates", key, lambda: [kmeans_coordinates(X) for X in matrices])[t]
-
-                coordinates = [partial(task_coordinates, t) for t in range(len(matrices))]
+                coordinates = [partial(self._task_coordinates, matrices, t) if X.shape[1] > X.shape[0] else None
+                               for t, X in enumerate(matrices)]
             return [initial_indicator(X, k, rng, "kmeans", OFFSET, cache=self.cache, coordinates=C)
                     for X, k, C in zip(matrices, n_clusters, coordinates)]
         return [indicator(rng.integers(k, size=X.shape[0]), k, OFFSET) for X, k in zip(matrices, n_clusters)]
+
+    def _task_coordinates(self, matrices, t: int) -> np.ndarray:
+        """Task t's k-means coordinates (d > n: an eigendecomposition of its Gram matrix, 62 s
+        for ng3's three tasks), kept in the cache with every task's and as files that the other
+        workers read. Every wide task's are made here first, from task t on, each by the first
+        worker to reach it: a task another worker is computing is passed over (``wait=False``),
+        so two workers that start a sweep compute different tasks' at once instead of the same
+        ones side by side; then task t's, waiting for the worker computing it."""
+        wide = [s for s, X in enumerate(matrices) if X.shape[1] > X.shape[0]]
+        for s in sorted(wide, key=lambda s: (s < t, s)):
+            self._coordinates(matrices[s], len(wide), wait=False)
+        return self._coordinates(matrices[t], len(wide))
+
+    def _coordinates(self, X, n_kept: int, wait: bool = True) -> np.ndarray | None:
+        """kmeans_coordinates(X) from the cache (None: another worker is computing them and
+        ``wait`` is False). Keyed as the k-means labels name them (mtc.numerics.seeding)."""
+        key = (fingerprint(X), COORDINATES_VERSION, *library_versions())
+        return self.cache.get("kmeans_coordinates", key, lambda: kmeans_coordinates(X), keep=n_kept, persist=True,
+                              valid=lambda C: C.shape[0] == X.shape[0] and C.dtype == np.float64, wait=wait)
 
     def _weights(self, T, lambda_=None) -> tuple[float, float]:
         """(coef, kappa) of Eq. 13-15 at ``lambda_`` (default: the fit's): 2 lambda/(T-1) and

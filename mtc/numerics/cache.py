@@ -21,7 +21,9 @@ relations between its tasks' features and the seeding's coordinates of each task
 files). Two workers fitting the same data with different methods or grid points (MTCFIR and its
 ablations on one corruption, S-MKC and its AAAI-13 protocol on NG3) no longer run the same
 k-means or mSDA each, nor at the same moment: one computes a result while the others wait on
-its lock file, then read it. A step can also leave results for other keys than the one it
+its lock file, then read it, or, asking with ``wait=False``, compute another result meanwhile
+(S-MKC's k-means coordinates, one file per task: two workers starting a sweep on NG3 compute
+different tasks' at once, mtc.methods.mkc). A step can also leave results for other keys than the one it
 computes (``put``, read with ``peek``): S-MKC's fit at one lambda leaves the fits its path
 decides at the sweep's other lambdas (mtc.methods.mkc).
 """
@@ -85,13 +87,16 @@ class Cache:
         self.compute_seconds: dict[str, float] = {}
         self._nested_seconds = 0.0  # seconds of the steps computed inside the step being computed
 
-    def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False, valid=None):
+    def get(self, step: str, key, compute, keep: int | None = None, persist: bool = False, valid=None,
+            wait: bool = True):
         """The result of ``step`` for ``key``, from ``compute()`` when not kept; ``keep``
         results of this step are kept (default: ``size``; more for small results that many
         trials of a worker share, such as k-means labels). With ``persist`` (an array result,
         or a list or dict of arrays, whose key's ``repr`` names everything it depends on) and a
         ``folder``, the result is also read from and written to a file there; a file whose
-        result ``valid(result)`` rejects is computed again."""
+        result ``valid(result)`` rejects is computed again. With ``wait=False``, a persisted
+        result that another worker is computing (its lock file held) is neither waited for nor
+        computed: None is returned, and the caller can compute something else meanwhile."""
         kept = self.results.setdefault(step, OrderedDict())
         if key in kept:
             kept.move_to_end(key)
@@ -101,7 +106,9 @@ class Cache:
         path = self.path(step, key) if persist and self.folder is not None else None
         result = _read(path, valid)
         if result is None:
-            with _one_computes(path):
+            with _one_computes(path, wait) as own:
+                if not own:
+                    return None
                 result = _read(path, valid)  # another worker's, written while this one waited
                 if result is None:
                     outer, self._nested_seconds = self._nested_seconds, 0.0
@@ -200,24 +207,28 @@ def _read(path: Path | None, valid=None) -> np.ndarray | list | dict | None:
 
 
 @contextlib.contextmanager
-def _one_computes(path: Path | None):
+def _one_computes(path: Path | None, wait: bool = True):
     """While a persisted result is computed, other workers asking for it wait on its lock file
     (``<file>.lock``) and then read it, instead of computing it at once beside this one; a folder
-    where no lock can be made (read-only) computes unlocked, as before."""
+    where no lock can be made (read-only) computes unlocked, as before. Yields whether this
+    worker computes: False only with ``wait=False`` when another worker holds the lock."""
     if path is None:
-        yield
+        yield True
         return
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(f"{path}.lock")
-        lock.acquire()
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:  # before OSError, which it derives from
+        yield False
+        return
     except OSError:
-        yield
+        yield True
         return
     try:
-        yield
+        yield True
     finally:
         lock.release()
 
