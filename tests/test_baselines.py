@@ -87,7 +87,8 @@ def test_kernel_kmeans_kernels_kept_in_a_cache_give_the_same_fits_and_are_comput
         for seed in (0, 1):
             kept = KernelKMeans(n_clusters=3, kernel_width=width, n_init=2, cache=cache, random_state=seed)
             fresh = KernelKMeans(n_clusters=3, kernel_width=width, n_init=2, random_state=seed)
-            kept.fit(data.matrices), fresh.fit(data.matrices)
+            kept.fit(data.matrices)
+            fresh.fit(data.matrices)
             for a, b in zip(kept.labels_ + kept.task_objective_traces_, fresh.labels_ + fresh.task_objective_traces_):
                 np.testing.assert_array_equal(a, b)
     assert len(computed) == 3 * 4 * 2 * 2 // 2 + 3 * 2  # every fresh fit's 3 kernels; the cache's: 3 per width

@@ -324,7 +324,9 @@ def test_a_second_worker_computes_the_coordinates_of_tasks_the_first_is_not_comp
         first = Cache(size=2, folder=tmp_path)
         key = (fingerprint(matrices[0]), COORDINATES_VERSION, *library_versions())
         with FileLock(f"{first.path('kmeans_coordinates', key)}.lock"):  # the first worker computes task 0's
-            np.testing.assert_array_equal(second._task_coordinates(matrices, 1), kmeans_coordinates(matrices[1]))
+            keys = {t: (fingerprint(X), COORDINATES_VERSION, *library_versions()) for t, X in enumerate(matrices)}
+            task_1 = second._task_coordinates(dict(enumerate(matrices)), keys, 1)
+            np.testing.assert_array_equal(task_1, kmeans_coordinates(matrices[1]))
             assert computed == [17, 16]  # tasks 1 and 2, not task 0
         first.get("kmeans_coordinates", key, lambda: mkc.kmeans_coordinates(matrices[0]), persist=True)
         assert computed == [17, 16, 18] and len(list((tmp_path / "kmeans_coordinates").glob("*.npy"))) == 3

@@ -403,30 +403,31 @@ class MKC(MultiTaskClusterer):
             # seed's labels are not kept; without a cache, kmeans_labels computes each task's own
             coordinates = [None] * len(matrices)
             if self.cache is not None:
-                coordinates = [partial(self._task_coordinates, matrices, t) if X.shape[1] > X.shape[0] else None
-                               for t, X in enumerate(matrices)]
+                wide = {t: X for t, X in enumerate(matrices) if X.shape[1] > X.shape[0]}
+                keys = {t: (fingerprint(X), COORDINATES_VERSION, *library_versions()) for t, X in wide.items()}
+                coordinates = [partial(self._task_coordinates, wide, keys, t) if t in wide else None
+                               for t in range(len(matrices))]
             return [initial_indicator(X, k, rng, "kmeans", OFFSET, cache=self.cache, coordinates=C)
                     for X, k, C in zip(matrices, n_clusters, coordinates)]
         return [indicator(rng.integers(k, size=X.shape[0]), k, OFFSET) for X, k in zip(matrices, n_clusters)]
 
-    def _task_coordinates(self, matrices, t: int) -> np.ndarray:
+    def _task_coordinates(self, wide: dict, keys: dict, t: int) -> np.ndarray:
         """Task t's k-means coordinates (d > n: an eigendecomposition of its Gram matrix, 62 s
-        for ng3's three tasks), kept in the cache with every task's and as files that the other
-        workers read. Every wide task's are made here first, from task t on, each by the first
-        worker to reach it: a task another worker is computing is passed over (``wait=False``),
-        so two workers that start a sweep compute different tasks' at once instead of the same
-        ones side by side; then task t's, waiting for the worker computing it."""
-        wide = [s for s, X in enumerate(matrices) if X.shape[1] > X.shape[0]]
-        for s in sorted(wide, key=lambda s: (s < t, s)):
-            self._coordinates(matrices[s], len(wide), wait=False)
-        return self._coordinates(matrices[t], len(wide))
+        for ng3's three tasks), kept in the cache with every wide task's (``wide``: task ->
+        matrix, ``keys``: task -> key, as the k-means labels name the coordinates) and as files
+        that the other workers read. Every wide task's are made here first, from task t on, each
+        by the first worker to reach it: a task another worker is computing is passed over
+        (``wait=False``), so two workers that start a sweep compute different tasks' at once
+        instead of the same ones side by side; then task t's, waiting for the worker computing it."""
+        def coordinates(s: int, wait: bool) -> np.ndarray | None:
+            X = wide[s]
+            return self.cache.get("kmeans_coordinates", keys[s], lambda: kmeans_coordinates(X), keep=len(wide),
+                                  persist=True, valid=lambda C: C.shape[0] == X.shape[0] and C.dtype == np.float64,
+                                  wait=wait)
 
-    def _coordinates(self, X, n_kept: int, wait: bool = True) -> np.ndarray | None:
-        """kmeans_coordinates(X) from the cache (None: another worker is computing them and
-        ``wait`` is False). Keyed as the k-means labels name them (mtc.numerics.seeding)."""
-        key = (fingerprint(X), COORDINATES_VERSION, *library_versions())
-        return self.cache.get("kmeans_coordinates", key, lambda: kmeans_coordinates(X), keep=n_kept, persist=True,
-                              valid=lambda C: C.shape[0] == X.shape[0] and C.dtype == np.float64, wait=wait)
+        for s in sorted(wide, key=lambda s: (s < t, s)):
+            coordinates(s, wait=False)
+        return coordinates(t, wait=True)
 
     def _weights(self, T, lambda_=None) -> tuple[float, float]:
         """(coef, kappa) of Eq. 13-15 at ``lambda_`` (default: the fit's): 2 lambda/(T-1) and
