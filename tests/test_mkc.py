@@ -15,9 +15,9 @@ from mtc.methods.mkc import (MKC, SMKC, centroid_costs, centroid_state, local_lo
                              transport)
 from mtc.metrics import accuracy
 from mtc.numerics.affinity import gaussian_affinity, median_positive
-from mtc.numerics.cache import Cache, fingerprint, library_versions
+from mtc.numerics.cache import Cache, fingerprint
 from mtc.numerics.kernels import distinct_rows, gram, squared_distances_from_gram, union_kernel, weighted_pair_median
-from mtc.numerics.seeding import COORDINATES_VERSION, indicator, kmeans_coordinates
+from mtc.numerics.seeding import coordinates_file_key, indicator, kmeans_coordinates
 from mtc.numerics.transport import emd
 
 
@@ -322,9 +322,9 @@ def test_a_second_worker_computes_the_coordinates_of_tasks_the_first_is_not_comp
     with threadpool_limits(limits=1):
         second = SMKC(n_clusters=3, max_iter=10, random_state=1, cache=Cache(size=2, folder=tmp_path))
         first = Cache(size=2, folder=tmp_path)
-        key = (fingerprint(matrices[0]), COORDINATES_VERSION, *library_versions())
+        key = coordinates_file_key(fingerprint(matrices[0]))
         with FileLock(f"{first.path('kmeans_coordinates', key)}.lock"):  # the first worker computes task 0's
-            keys = {t: (fingerprint(X), COORDINATES_VERSION, *library_versions()) for t, X in enumerate(matrices)}
+            keys = {t: coordinates_file_key(fingerprint(X)) for t, X in enumerate(matrices)}
             task_1 = second._task_coordinates(dict(enumerate(matrices)), keys, 1)
             np.testing.assert_array_equal(task_1, kmeans_coordinates(matrices[1]))
             assert computed == [17, 16]  # tasks 1 and 2, not task 0

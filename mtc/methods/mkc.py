@@ -104,7 +104,7 @@ from mtc.numerics.affinity import WIDTH_MODES
 from mtc.numerics.cache import Cache, blas_threads, cached, fingerprint, library_versions
 from mtc.numerics.convergence import has_converged
 from mtc.numerics.kernels import KERNELS, UnionKernel, union_kernel
-from mtc.numerics.seeding import COORDINATES_VERSION, indicator, initial_indicator, kmeans_coordinates
+from mtc.numerics.seeding import coordinates_file_key, indicator, initial_indicator, kmeans_coordinates
 from mtc.numerics.snmf import EPS
 from mtc.numerics.transport import cluster_marginal, emd
 from mtc.record import LabelledMatrix
@@ -404,7 +404,7 @@ class MKC(MultiTaskClusterer):
             coordinates = [None] * len(matrices)
             if self.cache is not None:
                 wide = {t: X for t, X in enumerate(matrices) if X.shape[1] > X.shape[0]}
-                keys = {t: (fingerprint(X), COORDINATES_VERSION, *library_versions()) for t, X in wide.items()}
+                keys = {t: coordinates_file_key(fingerprint(X)) for t, X in wide.items()}
                 coordinates = [partial(self._task_coordinates, wide, keys, t) if t in wide else None
                                for t in range(len(matrices))]
             return [initial_indicator(X, k, rng, "kmeans", OFFSET, cache=self.cache, coordinates=C)

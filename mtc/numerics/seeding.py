@@ -60,6 +60,12 @@ def kmeans_coordinates(X, svd=None):
     return row_space_coordinates(X, seeding_svd(X) if svd is None else svd)
 
 
+def coordinates_file_key(key) -> tuple:
+    """The key of k-means coordinates kept as a file: ``key``, naming the data, and what else the
+    coordinates depend on (COORDINATES_VERSION, the library versions)."""
+    return (key, COORDINATES_VERSION, *library_versions())
+
+
 def kept_kmeans_coordinates(matrices, key, cache: Cache | None, step: str) -> list:
     """``kmeans_coordinates`` of each matrix, or None where they are the matrix itself (which
     the cache would freeze), kept in ``cache`` as ``step`` by ``key`` (which must name the
@@ -73,7 +79,7 @@ def kept_kmeans_coordinates(matrices, key, cache: Cache | None, step: str) -> li
     if cache is None:
         return compute()
     wide = all(X.shape[1] > X.shape[0] for X in matrices)  # every entry an array: a list of arrays to keep
-    file_key = (key, COORDINATES_VERSION, *library_versions())
+    file_key = coordinates_file_key(key)
     rows = [X.shape[0] for X in matrices]
     return cache.get(step, file_key, compute, persist=wide,
                      valid=lambda kept: [C.shape[0] for C in kept] == rows and all(C.dtype == np.float64 for C in kept))
