@@ -529,6 +529,10 @@ def test_gram_solves_from_the_right_are_the_transposed_left_solves(c, rows, orde
     fallbacks = []
     np.testing.assert_allclose(_solve_gram_rows(P.T @ P, R, fallbacks), _solve_gram(P.T @ P, R.T, fallbacks).T,
                                rtol=1e-13, atol=1e-15)
+    U, _ = scipy.linalg.cho_factor(P.T @ P)  # the factor by scipy's wrapper, then the same two solves
+    trsm, = scipy.linalg.get_blas_funcs(("trsm",), (U, R))
+    by_cho_factor = trsm(1.0, U, trsm(1.0, U, R, side=1, lower=0), side=1, lower=0, trans_a=1)
+    np.testing.assert_array_equal(_solve_gram_rows(P.T @ P, R, fallbacks), by_cho_factor)
     P[:, 0] = 0.0  # singular: lstsq, counted
     np.testing.assert_allclose(_solve_gram_rows(P.T @ P, R, fallbacks), _solve_gram(P.T @ P, R.T, fallbacks).T,
                                rtol=1e-13, atol=1e-15)
@@ -553,6 +557,26 @@ def test_lssmtc_with_right_solves_gives_the_left_solves_iterates(sparse_tasks, m
     np.testing.assert_allclose(right.W_, left.W_, rtol=1e-10, atol=1e-12)
     for a, b in zip(right.labels_, left.labels_):
         np.testing.assert_array_equal(a, b)
+
+
+def test_spmtc_losses_by_column_row_sums_are_numpys_row_sums_bit_for_bit(sparse_tasks, monkeypatch):
+    """SPMTC-h's per-example losses by ``row_dots`` (column by column) against np.sum(A * B,
+    axis=1): the same objective trace, weights, W and labels, bit for bit."""
+    import mtc.methods.spmtc as spmtc
+
+    def make(l):
+        return SPMTCh(n_clusters=3, n_components=l, lambda_=0.6, warm_start_iter=5, round_max_iter=10,
+                      w_update="eigen", random_state=2)
+
+    fast = [make(l).fit(sparse_tasks) for l in (4, 11)]  # X_k W's rows: the sums of fewer and more than 8 terms
+    monkeypatch.setattr(spmtc, "row_dots", lambda A, B: np.sum(A * B, axis=1))
+    for l, fit in zip((4, 11), fast):
+        numpys = make(l).fit(sparse_tasks)
+        assert fit.n_iter_ == numpys.n_iter_ > 5
+        np.testing.assert_array_equal(fit.objective_trace_, numpys.objective_trace_)
+        np.testing.assert_array_equal(fit.W_, numpys.W_)
+        for a, b in zip(fit.P_, numpys.P_):
+            np.testing.assert_array_equal(a, b)
 
 
 # --- SNMF on the cosine of dense rows (MTCFIR-nI): one pass over N per iteration ----------

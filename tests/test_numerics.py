@@ -11,7 +11,7 @@ from sklearn.metrics.pairwise import cosine_similarity
 from mtc.methods import MTCMRL
 from mtc.numerics.affinity import squared_distances
 from mtc.numerics.cache import Cache, cached
-from mtc.numerics.linalg import gram_svd, row_space_coordinates
+from mtc.numerics.linalg import gram_svd, row_dots, row_space_coordinates, row_sums
 from mtc.numerics.seeding import indicator, initial_indicator
 from mtc.numerics.stacking import row_counts, split_rows, stack_rows
 
@@ -42,6 +42,23 @@ def test_row_space_coordinates_keep_inner_products():
     np.testing.assert_allclose(Z @ Z.T, X @ X.T, atol=1e-10)
     U, s = gram_svd(X)
     np.testing.assert_allclose(np.sort(s), np.sort(np.linalg.svd(X, compute_uv=False)), rtol=1e-8)
+
+
+@pytest.mark.parametrize("columns", [*range(1, 20), 31, 64, 100, 127, 128, 129, 130])
+def test_row_sums_by_columns_are_numpys_row_sums_to_the_bit(columns):
+    """Every row sum of widely spread terms (so any other order of additions shows), rows of
+    negative zeros (+0, as numpy's), an F-ordered view and float32 equal np.sum(A, axis=1) bit
+    for bit; products likewise for row_dots."""
+    rng = np.random.default_rng(columns)
+    A = rng.standard_normal((4000, columns)) * np.exp(5 * rng.standard_normal((4000, columns)))
+    A[:3] = -0.0
+    B = rng.standard_normal((4000, columns))
+    for a in (A, np.asfortranarray(A), A[::2], A.astype(np.float32)):
+        got, want = row_sums(a), np.sum(a, axis=1)
+        assert got.dtype == want.dtype
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert np.array_equal(row_dots(A, B).view(np.uint8), np.sum(A * B, axis=1).view(np.uint8))
+    assert columns < 3 or not np.array_equal(np.sum(np.roll(A, 1, axis=1), axis=1), np.sum(A, axis=1))  # order shows
 
 
 def test_dense_gram_by_row_blocks_equals_the_product(monkeypatch):

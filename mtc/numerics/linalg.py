@@ -23,6 +23,52 @@ def summed(terms) -> np.ndarray:
     return total
 
 
+PAIRWISE_BLOCK = 128  # numpy adds up to this many terms of a contiguous sum in one pairwise block
+
+
+def row_sums(A: np.ndarray) -> np.ndarray:
+    """``np.sum(A, axis=1)`` of a 2-D float array, to the bit, taken column by column.
+
+    numpy sums each row whose terms lie next to each other in memory (a C-ordered array's),
+    of at most 128 terms, from +0 in eight running sums (the first eight terms, then each next
+    eight added in turn), combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then
+    the terms left over added one at a time; fewer than eight terms are added in order. The
+    same additions as whole columns are c vector operations instead of n reductions of c
+    terms: for a 1,850 x 2 array 2 us against 30 (SPMTC's per-example losses). Other arrays
+    (wider, or rows not contiguous, which numpy already sums column by column) go to
+    ``np.sum``. tests/test_numerics.py checks the bits for 1 to 130 columns.
+    """
+    A = np.asarray(A)
+    n, c = A.shape
+    if c > PAIRWISE_BLOCK or c == 0 or A.dtype.kind != "f" or A.strides[1] != A.itemsize:
+        return np.sum(A, axis=1)
+    if c < 8:
+        total = A[:, 0] + 0.0  # numpy's sum starts from +0: a row of -0 sums to +0
+        for j in range(1, c):
+            total += A[:, j]
+        return total
+    running = [A[:, j].copy() for j in range(8)]
+    start = 8
+    while start <= c - 8:
+        for j in range(8):
+            running[j] += A[:, start + j]
+        start += 8
+    total = running[0] + running[1]
+    total += running[2] + running[3]
+    rest = running[4] + running[5]
+    rest += running[6] + running[7]
+    total += rest
+    for j in range(start, c):
+        total += A[:, j]
+    total += 0.0  # numpy's sum starts from +0: a row of -0 sums to +0
+    return total
+
+
+def row_dots(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``np.sum(A * B, axis=1)``, to the bit (``row_sums`` of the elementwise product)."""
+    return row_sums(A * B)
+
+
 def squared_norm(M) -> float:
     """||M||_F^2 of a dense or sparse matrix, or of an operator that knows its own
     (``M.squared_norm()``, e.g. mtc.numerics.affinity.CosineProduct)."""
