@@ -39,7 +39,7 @@ def row_sums(A: np.ndarray) -> np.ndarray:
     ``np.sum``. tests/test_numerics.py checks the bits for 1 to 130 columns.
     """
     A = np.asarray(A)
-    n, c = A.shape
+    c = A.shape[1]
     if c > PAIRWISE_BLOCK or c == 0 or A.dtype.kind != "f" or A.strides[1] != A.itemsize:
         return np.sum(A, axis=1)
     if c < 8:
