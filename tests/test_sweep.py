@@ -81,6 +81,7 @@ def test_one_parent_and_one_child_per_trial(finished_sweep):
     keys = sorted(run.data.tags[tracking.TRIAL_KEY_TAG] for run in runs)
     assert keys == [f"fail={f},shift=1.0|seed={s}" for f in (False, True) for s in (0, 1)]
     assert all(run.data.tags[tracking.DATASET_HASH_TAG] == parent.data.tags[tracking.DATASET_HASH_TAG] for run in runs)
+    assert {run.data.tags[tracking.MACHINE_TAG] for run in runs} == {tracking.machine_description()}  # this machine's
 
 
 def test_plugged_in_method_has_its_record_logged_and_plotted(finished_sweep):

@@ -179,3 +179,21 @@ def test_a_new_store_copied_from_the_empty_one_is_what_mlflow_makes(tmp_path, mo
     monkeypatch.setenv("MTC_CACHE_DIR", str(tmp_path / "cache"))
     tracking.open_store(f"sqlite:///{tmp_path / 'again.db'}", "mtc", None)
     assert template.stat().st_mtime_ns == made and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_machine_line_names_the_cpu_its_blas_kernels_and_the_library_versions():
+    """What a fit's last bits depend on beyond its inputs (each child run's MACHINE_TAG)."""
+    import platform
+
+    import scipy
+    import sklearn
+    from threadpoolctl import threadpool_info
+
+    line = tracking.machine_description()
+    models = [row.split(":", 1)[1].strip() for row in open("/proc/cpuinfo") if row.startswith("model name")] \
+        if platform.system() == "Linux" else []
+    assert line.startswith(models[0] if models else (platform.processor() or platform.machine()) + ";")
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and all(f"{info['internal_api']} {info['version']} {info['architecture']}" in line for info in blas)
+    assert line.endswith(f"numpy {np.__version__}, scipy {scipy.__version__}, scikit-learn {sklearn.__version__}")
+    assert tracking.machine_description() is line  # once per process

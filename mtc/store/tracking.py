@@ -10,8 +10,10 @@ interrupted sweep resumes without duplicating runs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import platform
 import tempfile
 import time
 import traceback
@@ -28,6 +30,7 @@ SWEEP_KEY_TAG = "mtc.sweep_key"
 TRIAL_KEY_TAG = "mtc.trial_key"
 POINT_TAG = "mtc.point"
 DATASET_HASH_TAG = "mtc.dataset_hash"
+MACHINE_TAG = "mtc.machine"  # on every child run: machine_description() of the worker that fitted it
 # MLflow 3's UI opens an experiment on its GenAI overview unless this tag says otherwise.
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 # The objective per iteration as a metric: named "objective/..." so that MLflow's charts show
@@ -123,6 +126,30 @@ def provenance_tags(entry_point: str) -> dict[str, str]:
     if commit.returncode == 0:
         tags["mlflow.source.git.commit"] = commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     return tags
+
+
+@functools.cache
+def machine_description() -> str:
+    """What a fit's last bits depend on beyond its code, data and seed, as one line for a run's
+    MACHINE_TAG: the CPU model, each BLAS library loaded with the kernels it chose for that CPU
+    (threadpoolctl's ``architecture``), and numpy's, scipy's and scikit-learn's versions. Two
+    runs whose lines differ may round the same fit differently: an eigendecomposition's last
+    bits, and so the k-means starts taken in its coordinates (docs/results/lab_notes.md).
+    Computed once per process."""
+    import scipy
+    import scipy.linalg  # noqa: F401 (loads scipy's own BLAS, so that every process lists the same libraries)
+    import sklearn
+    from threadpoolctl import threadpool_info
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    blas = sorted({" ".join(str(info.get(key) or "") for key in ("internal_api", "version", "architecture")).strip()
+                   for info in threadpool_info() if info["user_api"] == "blas"})
+    return (f"{cpu}; BLAS {', '.join(blas) or 'none found'}; numpy {np.__version__}, scipy {scipy.__version__}, "
+            f"scikit-learn {sklearn.__version__}")
 
 
 def log_dataset_input(client, run_id: str, name: str, datasets: dict, data_config: dict) -> None:

@@ -256,7 +256,8 @@ def sweep_trainable(config, *, jobs, owners):
     client = tracking.client_for(job.tracking_uri)
     WORKER_CACHES.fits.folder = steps_folder(job.cache_dir)  # no data.cache_dir: MTC_CACHE_DIR or ~ of the worker
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
-    tags = {**job.run_tags, "mtc.node_id": ray.get_runtime_context().get_node_id()}
+    tags = {**job.run_tags, "mtc.node_id": ray.get_runtime_context().get_node_id(),
+            tracking.MACHINE_TAG: tracking.machine_description()}
     earlier = tracking.earlier_runs(client, job.experiment_id, job.parent_id, trials[0].label)
     done, fitted = [], []
     # BLAS and OpenMP threads limited once per batch, not per seed: finding the loaded libraries
