@@ -28,8 +28,9 @@ from mtc.results.compare import (
     parse_point,
     without_effect,
 )
-from mtc.results.reading import Sweep, newest_per_pair
-from mtc.results.report import PointSummary
+from mtc.results.reading import NOT_RECORDED, Sweep, machine_counts, newest_per_pair
+from mtc.results.rendering import machines_paragraph
+from mtc.results.report import PointSummary, TrialRecord
 from mtc.store import tracking
 from mtc.sweep.driver import run_sweep, stop_kept_ray
 
@@ -196,6 +197,40 @@ def test_compare_md_reads_summary_first_and_keeps_run_ids_in_a_csv(compared):
     assert not any(run_id in markdown for run_id in sweeps.parent_run)
     first_line = markdown.splitlines()[0]
     assert "of the SQLite store " in first_line and "sqlite:" not in first_line and str(out.parent) not in first_line
+
+
+def test_sweeps_csv_and_compare_md_name_the_machine_that_fitted_the_trials(compared, store):
+    """Each sweep's machines in sweeps.csv (its child runs' tag mtc.machine: this machine's line,
+    every trial having run here) and, in the last section, the machine with its trials and sweeps."""
+    out, _ = compared
+    _, uri = store
+    sweeps = pd.read_csv(out / "sweeps.csv")
+    assert (sweeps.machines == tracking.machine_description()).all()
+    client = tracking.client_for(uri)
+    experiment = client.get_experiment_by_name("mtc").experiment_id
+    finished = [run for parent in sweeps.parent_run
+                for run in tracking.find_runs(client, experiment, **{tracking.PARENT_TAG: parent})
+                if run.info.status == "FINISHED"]
+    section = (out / "compare.md").read_text().split("## The sweeps read")[1]
+    assert section.startswith("\n\nThe trials read were fitted on one machine;")
+    assert f"- `{tracking.machine_description()}`: {len(finished)} trials of 3 sweeps\n" in section
+
+
+def test_machine_counts_name_runs_from_before_the_tag_and_list_every_machine_once():
+    """The finished trials per machine, the most first (then by name); a run without the tag is "not recorded";
+    the paragraph sums each machine over the sweeps and says that there are several."""
+    records = [TrialRecord("p", str(seed), status, {}, f"r{seed}", "", machine)
+               for seed, (status, machine) in enumerate([("FINISHED", "b"), ("FINISHED", "a"), ("FINISHED", "a"),
+                                                         ("FAILED", "c"), ("FINISHED", "")])]
+    counts = machine_counts(records)
+    assert counts == {"a": 2, "b": 1, NOT_RECORDED: 1} and list(counts) == ["a", "b", NOT_RECORDED]
+    sweeps = [Sweep("d", m, "run", {}, pd.DataFrame(), m, machines) for m, machines in
+              [("m1", counts), ("m2", {"b": 3})]]
+    paragraph = "\n".join(machines_paragraph(sweeps))
+    assert paragraph.startswith("The trials read were fitted on 3 machines (sweeps.csv says which sweep on which)")
+    assert paragraph.index("- `b`: 4 trials of 2 sweeps") < paragraph.index("- `a`: 2 trials of 1 sweeps") \
+        < paragraph.index(f"- `{NOT_RECORDED}`: 1 trials of 1 sweeps")
+    assert machines_paragraph([Sweep("d", "m", "run", {}, pd.DataFrame(), "m")]) == []
 
 
 def test_no_critical_difference_diagram_below_the_minimum_of_cells_and_compare_md_says_why(compared):

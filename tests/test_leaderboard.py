@@ -24,6 +24,7 @@ from mtc.results.cells import seed_values
 from mtc.results.compare import read_comparison
 from mtc.results.reading import open_experiment
 from mtc.results.significance import wilcoxon_pair
+from mtc.store import tracking
 
 pytestmark = pytest.mark.slow
 
@@ -138,6 +139,8 @@ def test_a_method_outside_the_package_against_a_small_study(small_study, monkeyp
     page = (board / "leaderboard.md").read_text()
     assert "Read from the SQLite store ../mlflow.db." in page and str(folder) not in page
     assert "| synthetic | toy_shared |" in page and "## Benchmarks a method cannot run on" in page
+    assert "## The machines that fitted the trials\n\nThe trials read were fitted on one machine;" in page
+    assert re.search(rf"^- `{re.escape(tracking.machine_description())}`: \d+ trials of \d+ sweeps$", page, re.M)
     assert (board / "standing.png").stat().st_size > 10_000
     [run] = [r for r in client.search_runs([experiment_id]) if r.data.tags.get("mtc.kind") == "leaderboard"]
     assert run.info.status == "FINISHED" and run.data.params == {"study": "small", "methods": "toy_shared"}

@@ -25,7 +25,14 @@ from matplotlib.figure import Figure
 
 from mtc.results.cells import PUBLISHED, SECOND_METRIC, load_published, seed_values
 from mtc.results.reading import BEST
-from mtc.results.rendering import FIGURE_DPI, benchmark_title, draw_cd_diagram, markdown_table, mean_std
+from mtc.results.rendering import (
+    FIGURE_DPI,
+    benchmark_title,
+    draw_cd_diagram,
+    machines_paragraph,
+    markdown_table,
+    mean_std,
+)
 from mtc.results.significance import ALPHA, cd_refusal, friedman_frames, rank_table, wilcoxon_pair
 
 METRICS = (BEST, SECOND_METRIC)  # accuracy and the papers' NMI
@@ -176,7 +183,9 @@ def paper_section(paper: str, scores: pd.DataFrame, tests: pd.DataFrame, friedma
 
 
 def leaderboard_markdown(title: str, source: str, sections: list[str], not_run: dict[str, str],
-                         tests: pd.DataFrame) -> str:
+                         tests: pd.DataFrame, machines: list[str]) -> str:
+    """leaderboard.md: the papers' sections, then what could not run, the machines that fitted
+    the trials read (``machines``: rendering.machines_paragraph) and every test."""
     parts = [f"# {title}", "",
              "Each added method at its best grid point by accuracy under each paper's protocol (its data, seeds or "
              "draws and sizes; the method's own grid), mean ± std over seeds of the mean over tasks, beside the "
@@ -187,6 +196,8 @@ def leaderboard_markdown(title: str, source: str, sections: list[str], not_run: 
     if not_run:
         parts += ["## Benchmarks a method cannot run on", "", "| where | reason |", "|---|---|"]
         parts += [f"| {where} | {why.replace('|', '/')} |" for where, why in not_run.items()] + [""]
+    if machines:
+        parts += ["## The machines that fitted the trials", "", *machines]
     if len(tests):
         shown = tests.assign(p=tests.p.map("{:.3g}".format), p_holm=tests.p_holm.map("{:.3g}".format),
                              method_mean=tests.method_mean.map("{:.4f}".format),
@@ -213,11 +224,13 @@ def build_leaderboard(client, experiment_id: str, boards: list, methods: list[st
     out.mkdir(parents=True, exist_ok=True)
     published = load_published(published_path)
     scores, tests, sections, friedmans, ours_rows, printed_rows, paths = [], [], [], {}, [], [], []
+    sweeps_read = {}  # parent run -> Sweep: a sweep several papers read counted once
     for board in boards:
         benchmarks = list(board.benchmarks)
         wanted = sorted({m for paper_methods in board.benchmarks.values() for m in paper_methods} | set(methods))
         comparison = read_comparison(client, experiment_id, BEST, benchmarks, wanted, BEST, published_path)
         values = {metric: seed_values(comparison.sweeps, metric, BEST) for metric in METRICS}
+        sweeps_read.update((sweep.run_id, sweep) for sweep in comparison.sweeps)
         paper_scores, paper_tests = [], []
         for benchmark, paper_methods in board.benchmarks.items():
             for method in methods:
@@ -259,7 +272,8 @@ def build_leaderboard(client, experiment_id: str, boards: list, methods: list[st
     standing_figure(scores, pd.concat(ours_rows, ignore_index=True), pd.concat(printed_rows, ignore_index=True),
                     out / "standing.png")
     title = f"Leaderboard: {', '.join(methods)} against {', '.join(board.paper for board in boards)}"
-    (out / "leaderboard.md").write_text(leaderboard_markdown(title, source, sections, not_run, tests))
+    (out / "leaderboard.md").write_text(leaderboard_markdown(title, source, sections, not_run, tests,
+                                                             machines_paragraph(list(sweeps_read.values()))))
     paths = [out / "leaderboard.md", out / "leaderboard.csv", out / "tests.csv", out / "not_run.csv",
              out / "standing.png", *paths]
     return {"scores": scores, "tests": tests, "friedman": friedmans, "paths": paths}

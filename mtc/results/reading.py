@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from dataclasses import dataclass, replace
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
@@ -41,6 +42,7 @@ from mtc.store import preflight, tracking
 
 BEST = "acc"  # the selection the comparison tables, tests and ranks use (the papers' protocol)
 NO_LABELS_BEST = "silhouette"  # ... when no sweep has accuracy (data without labels)
+NOT_RECORDED = "not recorded"  # the machine of a run from before tracking.MACHINE_TAG
 POOL_MARK = "@"  # <data>@<n1>+<n2>: a benchmark pooling the sweeps of several sample sizes (pool_members)
 
 
@@ -62,6 +64,8 @@ class Sweep:
     published_as : str
         The method config whose published numbers it is shown beside (``method`` unless
         the sweep is a variant).
+    machines : dict[str, int]
+        Its finished trials per machine that fitted them (``machine_counts``).
     """
 
     benchmark: str
@@ -70,6 +74,7 @@ class Sweep:
     points: dict[str, PointSummary]
     trials: pd.DataFrame
     published_as: str
+    machines: dict[str, int] = field(default_factory=dict)
 
 
 def open_experiment(uri: str, experiment: str, read_only: bool = False):
@@ -232,7 +237,8 @@ def trial_records(client, experiment_id: str, parent_id: str) -> list[TrialRecor
 def records_of(runs: list) -> list[TrialRecord]:
     """Child runs (MLflow Run objects, as found) as trial records, in ``trial_order``."""
     return sorted((TrialRecord(run.data.tags.get(tracking.POINT_TAG, "?"), run.data.params.get("seed", "?"),
-                               run.info.status, run.data.metrics, run.info.run_id, run.info.artifact_uri)
+                               run.info.status, run.data.metrics, run.info.run_id, run.info.artifact_uri,
+                               run.data.tags.get(tracking.MACHINE_TAG, ""))
                    for run in runs), key=trial_order)
 
 
@@ -401,6 +407,13 @@ def trial_frame(records) -> pd.DataFrame:
     return pd.DataFrame([{"point": r.point, "seed": r.seed, **r.metrics} for r in records if r.status == "FINISHED"])
 
 
+def machine_counts(records) -> dict[str, int]:
+    """The finished trials per machine line (tracking.MACHINE_TAG; ``NOT_RECORDED`` for runs
+    from before the tag), the most first: a fit's last bits can follow the machine."""
+    counts = Counter(r.machine or NOT_RECORDED for r in records if r.status == "FINISHED")
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def selection_points(summaries: list[PointSummary]) -> tuple[dict[str, PointSummary], list[str]]:
     """The grid point of every selection of ``SELECTIONS``; a selection whose metric the runs
     lack (older sweeps) is left out, and named in the returned list."""
@@ -464,7 +477,7 @@ def load_sweeps(client, experiment_id: str, parents: dict, criterion: str | None
         notes += [f"{method} on {benchmark}: no {selection} point ({why_no_point(summaries, selection)})"
                   for selection in missing if selection != BEST]  # a kept sweep lacks accuracy only without labels
         sweeps.append(Sweep(benchmark, method, run_id, points, trial_frame(records),
-                            run.data.tags.get("mtc.method", method)))
+                            run.data.tags.get("mtc.method", method), machine_counts(records)))
     if drawn_per_seed:
         notes.append(f"no stability point for {len(drawn_per_seed)} sweep(s) whose seeds each cluster their own draw "
                      f"of the data (the labels of different samples do not compare): {', '.join(drawn_per_seed)}")

@@ -454,14 +454,36 @@ def friedman_details(comparison: Comparison) -> list[str]:
             "Nemenyi post-hoc p-values:", "", markdown_table(comparison.nemenyi.round(4).reset_index()), ""]
 
 
+MACHINE_SEPARATOR = " | "  # between a sweep's machine lines in sweeps.csv
+
+
 def sweeps_frame(comparison: Comparison) -> pd.DataFrame:
-    """``sweeps.csv``: every sweep read, its parent run and its point of each selection."""
+    """``sweeps.csv``: every sweep read, its parent run, its point of each selection and the
+    machines that fitted its trials."""
     return pd.DataFrame([{"benchmark": s.benchmark, "method": s.method, "parent_run": s.run_id,
                           "seeds_at_best": s.points[comparison.criterion].n_runs,
                           **{f"point_{sel}": s.points[sel].point if sel in s.points else "" for sel in SELECTIONS
-                             if sel != BEST or comparison.criterion == BEST}} for s in comparison.sweeps],
+                             if sel != BEST or comparison.criterion == BEST},
+                          "machines": MACHINE_SEPARATOR.join(s.machines)} for s in comparison.sweeps],
                         columns=["benchmark", "method", "parent_run", "seeds_at_best",
-                                 *(f"point_{sel}" for sel in SELECTIONS if sel != BEST or comparison.criterion == BEST)])
+                                 *(f"point_{sel}" for sel in SELECTIONS if sel != BEST or comparison.criterion == BEST),
+                                 "machines"])
+
+
+def machines_paragraph(sweeps: list[Sweep]) -> list[str]:
+    """Which machines fitted the trials read (their tag ``mtc.machine``), with how many trials
+    and sweeps each: the last bits of a fit, and so a few cells, can follow the machine."""
+    trials, sweep_counts = Counter(), Counter()
+    for sweep in sweeps:
+        trials.update(sweep.machines)
+        sweep_counts.update(sweep.machines.keys())
+    if not trials:
+        return []
+    lines = [f"- `{machine}`: {trials[machine]} trials of {sweep_counts[machine]} sweeps"
+             for machine in sorted(trials, key=lambda m: (-trials[m], m))]
+    which = "one machine" if len(trials) == 1 else f"{len(trials)} machines (sweeps.csv says which sweep on which)"
+    return [f"The trials read were fitted on {which}; a fit's last bits, and so a cell's, can follow the "
+            "machine (its CPU, BLAS kernels and library versions):", "", *lines, ""]
 
 
 def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, cd_figure: Path | None,
@@ -474,8 +496,8 @@ def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, 
     parts = [f"# Comparison of {len(comparison.sweeps)} sweeps ({source})", "",
              "Mean ± std (ddof = 1) over seeds. Published numbers: mtc/published_results.csv, matched on benchmark, "
              "method, task and metric (where several papers print a cell, the first row of the file; methods with "
-             "no config of ours, `paper:*`, are not shown). The sweeps read, their parent runs and chosen points: "
-             "sweeps.csv and the last section.", ""]
+             "no config of ours, `paper:*`, are not shown). The sweeps read, their parent runs, chosen points and the "
+             "machines that fitted them: sweeps.csv and the last section.", ""]
     parts += [f"- {note}" for note in comparison.notes] + ([""] if comparison.notes else [])
     chosen_by = ("best grid point by mean accuracy" if comparison.criterion == BEST else
                  f"grid point of the {SELECTIONS[comparison.criterion]}")
@@ -490,9 +512,9 @@ def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, 
     for benchmark in benchmarks:
         parts += benchmark_details(benchmark, comparison, metrics)
     parts += friedman_details(comparison)
-    read = sweeps.drop(columns="parent_run").rename(
+    read = sweeps.drop(columns=["parent_run", "machines"]).rename(
         columns=lambda c: f"point: {c.removeprefix('point_')}" if c.startswith("point_") else c.replace("_", " "))
-    parts += ["## The sweeps read", "", markdown_table(read), ""]
+    parts += ["## The sweeps read", "", *machines_paragraph(comparison.sweeps), markdown_table(read), ""]
     return "\n".join(parts)
 
 

@@ -54,6 +54,7 @@ class TrialRecord:
     metrics: dict[str, float]
     run_id: str
     artifact_uri: str = ""
+    machine: str = ""  # the run's tracking.MACHINE_TAG ("" for a run from before the tag)
 
 
 @dataclass
