@@ -55,6 +55,7 @@ from mtc.numerics.seeding import initial_indicator, kmeans_coordinates, seeding_
 from mtc.numerics.simplex import G_SOLVERS, solve_simplex_rows
 from mtc.numerics.snmf import EPS
 from mtc.numerics.stacking import row_counts, split_rows, stack_rows
+from mtc.numerics.thin import thin_product
 from mtc.record import LabelledMatrix
 
 
@@ -109,13 +110,14 @@ class RidgeFactor:
     def solve(self, lam: float, c: np.ndarray, B: np.ndarray) -> np.ndarray:
         """Columns w_j = (lam X'X + c_j I)^-1 b_j = b_j / c_j - V diag(lam s^2 / (c_j (lam s^2
         + c_j))) V'b_j: the part in the span of V plus the rest, b_j - V V'b_j, scaled by 1/c_j,
-        written with two products with V instead of three."""
+        written with two products with V instead of three, each a thin_product (the same bits
+        as ``@``, faster: mtc.numerics.thin)."""
         ls2 = lam * self.s[:, None] ** 2
         scale = ls2 / ((ls2 + c[None, :]) * c[None, :])
         if self.V is not None:
-            return B / c[None, :] - self.V @ ((self.V.T @ B) * scale)
-        VtB = self.U.T @ (self.X @ B)  # U here is U S^-1
-        return B / c[None, :] - self.X.T @ (self.U @ (VtB * scale))
+            return B / c[None, :] - thin_product(self.V, thin_product(self.V.T, B) * scale)
+        VtB = thin_product(self.U.T, self.X @ B)  # U here is U S^-1
+        return B / c[None, :] - self.X.T @ thin_product(self.U, VtB * scale)
 
 
 class MTCMRL(MultiTaskClusterer):

@@ -72,6 +72,7 @@ from mtc.numerics.convergence import has_converged, summed_traces
 from mtc.numerics.linalg import squared_norm
 from mtc.numerics.snmf import EPS
 from mtc.numerics.stacking import row_counts, stack_rows
+from mtc.numerics.thin import thin_product
 from mtc.record import LabelledMatrix
 
 UPDATES = ("paper", "damped_split", "quarter_split")
@@ -424,7 +425,7 @@ class SMTNMF(MultiTaskClusterer):
         W_sq = squared_norm(W)
         active = nonzero_rows(W)
         rows = None if active.all() else active
-        WV = W @ V
+        WV = thin_product(W, V)  # dense W: the bits of W @ V, faster (mtc.numerics.thin)
         labels = np.argmax(V, axis=1)
         traces = {"alpha": [], "snmf": [], "balance": [], "objective": [], "changes": [0]}
         converged = False
@@ -450,7 +451,7 @@ class SMTNMF(MultiTaskClusterer):
             V = smtnmf_step(V, WV, S, sizes, alpha, self.update, P, VtV)  # Eq. 4.26 or a split rule
             if rows is not None:
                 np.maximum(V, 0.0, out=V)  # rows outside the bound (zero rows of W) only
-            WV = W @ V  # the O(N^2 k) product (O(nnz k) implicit), once per iteration
+            WV = thin_product(W, V)  # the O(N^2 k) product (O(nnz k) implicit), once per iteration
             new_labels = np.argmax(V, axis=1)
             traces["changes"].append(int(np.count_nonzero(new_labels != labels)))
             labels = new_labels

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from mtc.numerics.affinity import CosineProduct
 from mtc.numerics.convergence import SingleFit, has_converged
 from mtc.numerics.linalg import squared_norm
+from mtc.numerics.thin import thin_product
 
 UPDATE_RULES = ("sqrt", "plain", "damped", "quarter", "hals")
 EPS = 1e-12  # only ever added to denominators
@@ -119,7 +120,7 @@ def iterate(M, Y, MY, M_sq: float, advance, stopping: str, tol: float, max_iter:
 
     def step(state):
         Y = advance(*state)
-        return Y, M @ Y
+        return Y, thin_product(M, Y)  # dense M: the bits of M @ Y, faster (mtc.numerics.thin)
 
     return descend((Y, MY), step, lambda state: snmf_objective(M, *state, M_sq), stopping, tol, max_iter)
 
@@ -177,4 +178,4 @@ def snmf(M, Y, *, update="sqrt", stopping="relative", tol=1e-4, max_iter=500) ->
     if isinstance(M, CosineProduct) and not sp.issparse(M.N):
         return iterate_one_pass(M, Y, update, stopping, tol, max_iter)
     M_sq = squared_norm(M)
-    return iterate(M, Y, M @ Y, M_sq, lambda Y, MY: snmf_step(Y, MY, update), stopping, tol, max_iter)
+    return iterate(M, Y, thin_product(M, Y), M_sq, lambda Y, MY: snmf_step(Y, MY, update), stopping, tol, max_iter)
