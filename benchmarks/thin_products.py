@@ -53,8 +53,7 @@ def main(argv=None) -> None:
             A = rng.random((rows, rows))[:, :inner] if view else rng.random((rows, inner))
             B = rng.random((inner, columns))
             literal, thin = best_ms(lambda: A @ B, args.repeats), best_ms(lambda: thin_product(A, B), args.repeats)
-            route = ("transposed" if transposed_agrees(A.shape, columns, (memory_order(A), memory_order(B)), A.dtype)
-                     else "literal")
+            route = "transposed" if transposed_agrees(A, columns, memory_order(B)) else "literal"
             print(f"{text:>22s} {literal:9.2f} {thin:8.2f} {thin / literal:6.2f}  {route:11s} "
                   f"{np.array_equal(A @ B, thin_product(A, B))}")
 

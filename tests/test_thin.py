@@ -39,16 +39,30 @@ def test_thin_product_is_the_literal_product_to_the_bit(shape, threads):
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_the_probes_answer_holds_for_other_operands_of_its_shape(shape):
-    """The probe ran on seed-0 operands; seed-5 operands of the same shape and order agree to
-    the bit exactly when the probe said so (a route that sums in another order shows it)."""
+    """The probe ran on the first A of its key and a seed-0 B; other operands of the same shape
+    and order agree to the bit exactly when the probe said so (a route that sums in another
+    order shows it)."""
     rows, inner, columns = shape
     rng = np.random.default_rng(5)
     for order in ("C", "F"):
-        A = np.asarray(rng.standard_normal((rows, inner)), order=order)
-        B = rng.standard_normal((inner, columns))
         with threadpool_limits(1, user_api="blas"):
-            said = transposed_agrees(A.shape, columns, (memory_order(A), memory_order(B)), A.dtype)
+            said = transposed_agrees(np.asarray(rng.random((rows, inner)), order=order), columns, "C")
+            A = np.asarray(rng.standard_normal((rows, inner)), order=order)
+            B = rng.standard_normal((inner, columns))
             assert said == np.array_equal(A @ B, (B.T @ A.T).T)
+
+
+def test_an_a_whose_sums_ignore_their_order_is_no_evidence():
+    """A zero A or a permutation (one non-zero a row) gives the same bits by any route, so it
+    leaves the key unprobed and takes the literal route; the next generic A probes it."""
+    shape, columns = (1201, 1199), 4
+    thin._probed.clear()
+    B = np.random.default_rng(1).random((shape[1], columns))
+    for A in (np.zeros(shape), np.eye(*shape)[np.random.default_rng(2).permutation(shape[0])]):
+        assert not transposed_agrees(A, columns, "C") and not thin._probed
+        assert np.array_equal(thin_product(A, B), A @ B)
+    transposed_agrees(np.random.default_rng(3).random(shape), columns, "C")
+    assert len(thin._probed) == 1
 
 
 def test_a_product_thin_product_does_not_route_is_the_plain_product():
@@ -79,14 +93,17 @@ def fitted(estimator, matrices):
 
 @pytest.mark.parametrize("make, modules", [
     (lambda: MTCMRL(n_clusters=4, alpha=4.0, lambda_=2.0, max_iter=15, tol=0.0, random_state=0), [mtcmrl]),
+    (lambda: MTCMRL(n_clusters=4, alpha=4.0, lambda_=2.0, max_iter=15, tol=0.0, row_space=True, random_state=0),
+     [mtcmrl]),
     (lambda: SMKC(n_clusters=4, lambda_=0.5, max_iter=15, random_state=0), [kernels]),
     (lambda: SymmetricNMF(n_clusters=4, affinity="gaussian", route="dense", max_iter=30, tol=0.0, random_state=0), [snmf]),
     (lambda: SMTNMF(n_clusters=4, route="dense", max_iter=30, tol=0.0, random_state=0), [smtnmf]),
-], ids=["MTCMRL", "S-MKC", "SNMF", "SMT-NMF"])
+], ids=["MTCMRL", "MTCMRL-row-space", "S-MKC", "SNMF", "SMT-NMF"])
 def test_fits_through_thin_products_equal_fits_through_the_literal_product(make, modules, monkeypatch):
     """Documents-like tasks (d > n, non-negative, sparse), where this machine takes the
-    transposed route: MTCMRL's ridge factor (no row space: its V products), S-MKC's union
-    kernel's column slices, SNMF's dense affinity and SMT-NMF's dense W."""
+    transposed route: MTCMRL's ridge factor, data and similarity products (on the data and in
+    the row space's dense coordinates), S-MKC's union kernel's column slices, SNMF's dense
+    affinity and SMT-NMF's dense W."""
     data = make_synthetic(n_tasks=3, n_clusters=4, n_shared=2, samples_per_cluster=150, n_features=1000,
                           support=30, seed=1)
     matrices = [np.where(X > 1.5, X, 0.0) for X in data.matrices]  # SMT-NMF's bipartite graph needs shared terms

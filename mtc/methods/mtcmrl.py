@@ -35,6 +35,9 @@ Y <- Y * (M Y + lambda Q+) / (Y Y'Y + lambda Y + lambda Q-) (``y_update="paper"`
 the plain SNMF rule it is not a descent step. ``y_update="monotone"`` raises the same ratio
 to the power 1/4 (He et al.'s SNMF rule) and halves the exponent until the Y-part of Eq. 3
 does not rise (exponent 0 keeps Y), so J never increases when W is updated exactly.
+
+Every product of a dense n_t x d (or d x r) matrix with the thin Y, W or the ridge step's
+h_t columns is a thin_product (mtc.numerics.thin): the bits of ``@``, about twice as fast.
 """
 
 from __future__ import annotations
@@ -229,8 +232,8 @@ class MTCMRL(MultiTaskClusterer):
 
     def _y_part(self, t, Y, MY=None, XW=None) -> float:
         """1/2 ||M - YY'||^2 + lambda ||Y - XW||^2, with M Y and X W given or computed."""
-        MY = self._M[t] @ Y if MY is None else MY
-        XW = self._X[t] @ self.W_[t] if XW is None else XW
+        MY = thin_product(self._M[t], Y) if MY is None else MY
+        XW = thin_product(self._X[t], self.W_[t]) if XW is None else XW
         YtY = Y.T @ Y
         snmf = 0.5 * (self._M_sq[t] - 2.0 * np.sum(Y * MY) + np.sum(YtY * YtY))
         return float(snmf + self.lambda_ * np.sum((Y - XW) ** 2))
@@ -265,7 +268,7 @@ class MTCMRL(MultiTaskClusterer):
                     R += self.W_[s] @ self.G_[(s, t)]
         X, Y = self._X[t], self.Y_[t]
         if self.w_solver == "ridge":
-            self.W_[t] = self._factors[t].solve(self.lambda_, c, self.lambda_ * (X.T @ Y) + self.alpha * R)
+            self.W_[t] = self._factors[t].solve(self.lambda_, c, self.lambda_ * thin_product(X.T, Y) + self.alpha * R)
         else:  # the dual Sylvester equation, Eq. 13, then Eq. 10
             K = 2.0 * c
             gram = self_gram(X)
@@ -276,7 +279,7 @@ class MTCMRL(MultiTaskClusterer):
     def _update_Y(self, t):  # Eq. 14-19
         Y, W = self.Y_[t], self.W_[t]
         kept = self._products.get(t)  # M Y of the last accepted step is M Y of this Y
-        Q, MY = self._X[t] @ W, kept[2] if kept and kept[0] is Y else self._M[t] @ Y
+        Q, MY = thin_product(self._X[t], W), kept[2] if kept and kept[0] is Y else thin_product(self._M[t], Y)
         Q_pos, Q_neg = (np.abs(Q) + Q) / 2.0, (np.abs(Q) - Q) / 2.0
         ratio = (MY + self.lambda_ * Q_pos) / (Y @ (Y.T @ Y) + self.lambda_ * Y + self.lambda_ * Q_neg + EPS)
         if self.y_update == "paper":
@@ -287,7 +290,7 @@ class MTCMRL(MultiTaskClusterer):
         exponent = 0.25
         for _ in range(30):
             candidate = Y * ratio**exponent
-            M_candidate = self._M[t] @ candidate
+            M_candidate = thin_product(self._M[t], candidate)
             if self._y_part(t, candidate, M_candidate, Q) <= before:
                 self.Y_[t] = candidate
                 self._products[t] = (candidate, W, M_candidate, Q)  # for the objective (_task_terms)

@@ -3,16 +3,18 @@ same product to the last bit.
 
 OpenBLAS computes a tall-by-thin product A @ B (m x n by n x c, c of a few clusters) at about
 half its speed on the transposed operands: on one thread, 1,336 x 1,330 by 4 (MTCMRL's ridge
-factor on a 20NG task) 1.36 ms against 0.92 ms for (B'A')', and a 7,971 x 3,976 column slice
-of NG3's kernel by 3 (S-MKC) 54.0 ms against 31.1 ms. Both compute every entry as the same dot
-product over n, and on this machine's OpenBLAS they agree to the bit for most shapes, but not
-for all (small products take other kernels, and 16 columns another blocking): so the route
-is chosen per shape by a probe, made once per process for each (shape, memory order, BLAS
-thread count), that computes both on random operands of that shape and order and keeps the
-transposed route only if every entry agrees to the bit. Random operands, not the caller's:
-with data whose every sum has at most two terms (a zero or very sparse A) different orders
-agree by chance, and the answer is kept for every later A of that shape. The results are
-therefore exactly those of A @ B; the gain is speed only (``benchmarks/thin_products.py``).
+basis on a 20NG task) 3.36 ms against 2.03 ms for (B'A')', and a 7,971 x 3,976 column slice of
+NG3's kernel by 3 (S-MKC) 58.1 ms against 28.0 ms (``benchmarks/thin_products.py``). Both
+compute every entry as a dot product over n, and on this machine's OpenBLAS they add its terms
+in one order for most shapes, but not for all (small products take other kernels, and some
+with 16 columns another blocking). So the route is chosen by a probe, once per process for
+each (shape, memory order, dtype, BLAS threads): the first A of that key times a random B by
+both routes, the transposed route kept only if every entry agrees to the bit. An A whose sums
+come out alike in any order (a zero A, rows of at most two non-zeros) shows nothing, so the
+probe first checks that A @ B differs from the same sums split in two halves; if it does not,
+that A takes the literal route and the key is probed again with the next A. The probe reads
+the caller's A rather than a random one of its size, which would double the peak memory of a
+dense affinity or kernel. The results are those of A @ B; the gain is speed only.
 """
 
 from __future__ import annotations
@@ -45,25 +47,31 @@ def memory_order(A: np.ndarray) -> str:
     return ""
 
 
-def transposed_agrees(shape: tuple, columns: int, orders: tuple, dtype) -> bool:
-    """Whether (B'A')' equals A @ B to the bit for random A and B of these shapes, memory
-    orders and dtype, on the BLAS threads of now; probed once per process and key."""
-    key = (shape, columns, orders, np.dtype(dtype).str, blas_threads())
-    if key not in _probed:
-        rng = np.random.default_rng(PROBE_SEED)
-        A = np.asarray(rng.standard_normal(shape), dtype=dtype, order=orders[0] or "C")
-        B = np.asarray(rng.standard_normal((shape[1], columns)), dtype=dtype, order=orders[1] or "C")
-        _probed[key] = bool(np.array_equal(A @ B, (B.T @ A.T).T))
+def transposed_agrees(A: np.ndarray, columns: int, b_order: str) -> bool:
+    """Whether (B'A')' equals A @ B to the bit for a random B of ``columns`` columns in
+    ``b_order``, on the BLAS threads of now; kept per (shape, orders, dtype, threads) once an
+    A has shown it (module docstring)."""
+    key = (A.shape, columns, memory_order(A), b_order, A.dtype.str, blas_threads())
+    if key in _probed:
+        return _probed[key]
+    B = np.asarray(np.random.default_rng(PROBE_SEED).standard_normal((A.shape[1], columns)), dtype=A.dtype,
+                   order=b_order or "C")
+    literal, half = A @ B, A.shape[1] // 2
+    regrouped = A[:, half:] @ B[half:]
+    regrouped += A[:, :half] @ B[:half]
+    if np.array_equal(literal, regrouped):  # A's sums do not tell one order from another
+        return False
+    _probed[key] = bool(np.array_equal(literal, (B.T @ A.T).T))
     return _probed[key]
 
 
 def thin_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """A @ B, computed as (B'A')' when a probe of this shape found that the same to the bit
-    (module docstring). For A of at least as many rows as B has columns; anything else
-    (sparse, a vector, other dtypes than A's and B's shared one) is A @ B."""
+    """A @ B, computed as (B'A')' when the probe of its key found that the same to the bit
+    (module docstring). For a dense float A of more rows than B has columns; anything else
+    (sparse, a vector, mixed dtypes) is A @ B."""
     if not (isinstance(A, np.ndarray) and isinstance(B, np.ndarray) and A.ndim == 2 and B.ndim == 2
             and A.dtype == B.dtype and A.dtype.kind == "f" and B.shape[1] < A.shape[0]):
         return A @ B
-    if transposed_agrees(A.shape, B.shape[1], (memory_order(A), memory_order(B)), A.dtype):
+    if transposed_agrees(A, B.shape[1], memory_order(B)):
         return np.ascontiguousarray((B.T @ A.T).T)  # C-ordered as A @ B: later sums run in its order
     return A @ B
