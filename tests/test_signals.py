@@ -229,8 +229,7 @@ def test_a_report_that_hits_a_full_disk_fails_the_parent_in_one_line(tmp_path):
     done = run(tmp_path, store_args(tmp_path, db, *TOY, "++method.grid.shift=[0.0]", "sweep.repeats=2"))
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert lines[-1] == (f"error: no space left on device writing {out / 'report.md'}; free space and run the same "
-                         "command again to resume (finished trials are kept)")
+    assert lines[-1] == report_on_a_full_disk(out)
     parent, children = sweep_runs(db, "toy-synthetic")
     assert parent.info.status == "FAILED" and {r.info.status for r in children} == {"FINISHED"}
 
@@ -294,10 +293,13 @@ def test_a_full_disk_mid_sweep_fails_the_parent_in_one_line_and_the_sweep_resume
                              "them")
         assert parent.info.status == "FAILED"
         assert "failed 4" in stderr.replace("\r", "\n").splitlines()[-2]  # the progress line's last state
-    elif where == "output":  # Ray Tune's results folder cannot be written: the driver stops
-        assert re.fullmatch(f"error: no space left on device \\(the output folder {re.escape(str(small_disk / 'out'))} "
-                            "has \\d+ KiB free\\); free space and run the same command again to resume \\(finished "
-                            "trials are kept\\)", lines[-1]), lines[-1]
+    elif where == "output":  # Ray Tune's results folder cannot be written: the driver stops, or, where the disk
+        # filled only once Tune had started (a loaded machine), the trials finish and the report cannot be written
+        # (test_an_output_folder_that_fills_while_tune_runs_costs_one_line_and_no_result)
+        out = small_disk / "out"
+        assert re.fullmatch(f"error: no space left on device \\(the output folder {re.escape(str(out))} has \\d+ KiB "
+                            "free\\); free space and run the same command again to resume \\(finished trials are "
+                            "kept\\)", lines[-1]) or lines[-1] == report_on_a_full_disk(out / "toy-synthetic"), lines[-1]
     else:  # a full SQLite store takes no more writes, not even the parent's status: the next run closes it
         assert lines[-1] == ("error: the disk of the SQLite store is full (database or disk is full); free space and "
                              "run the same command again to resume (finished trials are kept)")
@@ -310,6 +312,46 @@ def test_a_full_disk_mid_sweep_fails_the_parent_in_one_line_and_the_sweep_resume
     keys = [r.data.tags[tracking.TRIAL_KEY_TAG] for r in children]
     assert parent.info.status == "FINISHED" and len(keys) == 4 == len(set(keys))
     assert {r.info.status for r in children} == {"FINISHED"}
+
+
+def report_on_a_full_disk(folder: Path) -> str:
+    """The driver's last line when the report in ``folder`` cannot be written for a full disk."""
+    return (f"error: no space left on device writing {folder / 'report.md'}; free space and run the same command again "
+            "to resume (finished trials are kept)")
+
+
+def wait_for_a_finished_trial(db: Path, name: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any(run.info.status == "FINISHED" for run in sweep_runs(db, name)[1]):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no trial of {name} finished in {seconds} s")
+
+
+def test_an_output_folder_that_fills_while_tune_runs_costs_one_line_and_no_result(tmp_path, small_disk):
+    """The output folder's disk fills once a trial has finished: Ray Tune's saves of its
+    experiment state there fail until its run ends (each logged with pyarrow's traceback, before),
+    and it goes on. The driver prints one warning line for them, every trial finishes in MLflow,
+    and the last line names the report it could not write; the parent is FAILED."""
+    db, out = tmp_path / "mlflow.db", small_disk / "out"
+    driver = start(tmp_path, [*store_args(tmp_path, db, *SLOW), f"output_dir={out}"])
+    try:
+        wait_for_parent(driver)
+        wait_for_a_finished_trial(db, "toy-synthetic")
+        fill(small_disk)
+        _, stderr = driver.communicate(timeout=240)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert driver.returncode == 1 and "Traceback" not in stderr, lines
+    warned = [line for line in lines if "Ray Tune could not save its experiment state" in line]
+    assert len(warned) == 1 and re.search(f"no space left on device \\(the output folder {re.escape(str(out))} has "
+                                          "\\d+ KiB free\\); nothing here reads it", warned[0]), warned
+    assert lines[-1] == report_on_a_full_disk(out / "toy-synthetic")
+    parent, children = sweep_runs(db, "toy-synthetic")
+    assert parent.info.status == "FAILED" and [r.info.status for r in children] == ["FINISHED"] * 6
 
 
 def test_a_ray_worker_stopped_by_sigterm_exits_without_a_traceback():

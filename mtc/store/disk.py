@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -67,3 +68,38 @@ def full_disk(error: BaseException) -> str | None:
             return "the disk of the SQLite store is full (database or disk is full)"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+class FullDiskInOneLine(logging.Filter):
+    """A log filter: a record whose error a full disk caused (full_disk) loses its traceback and
+    becomes one warning line, printed once per cause; other records pass unchanged.
+
+    Ray Tune logs a failed save of its experiment state under the output folder with pyarrow's
+    traceback, at every save until its run ends, and goes on (every result is in MLflow, and the
+    driver names the full disk in its last line when it then cannot write the report)."""
+
+    def __init__(self, template: str):
+        super().__init__()
+        self.template = template
+        self.told: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        cause = full_disk(error) if error is not None else None
+        if cause is None:
+            return True
+        if cause in self.told:
+            return False
+        self.told.add(cause)
+        record.msg, record.args = self.template.format(cause=cause), ()
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def full_disk_in_one_line(logger_name: str, template: str) -> None:
+    """Install FullDiskInOneLine on the logger ``logger_name`` (once per process); ``template``
+    is its line, with ``{cause}`` for full_disk's words."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(existing, FullDiskInOneLine) for existing in logger.filters):
+        logger.addFilter(FullDiskInOneLine(template))

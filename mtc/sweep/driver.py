@@ -54,7 +54,7 @@ from mtc.results.report import (
     report_markdown,
 )
 from mtc.store import locks, preflight, run_writer, tracking
-from mtc.store.disk import full_disk, full_folders
+from mtc.store.disk import full_disk, full_disk_in_one_line, full_folders
 from mtc.store.preflight import UnreachableError
 from mtc.store.locks import end_processes
 from mtc.sweep.head_watch import watching_head
@@ -672,6 +672,8 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
     # (the last result, in memory) are read.
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    full_disk_in_one_line("ray.tune.execution.experiment_state", "Ray Tune could not save its experiment state: "
+                          "{cause}; nothing here reads it (every result is in MLflow)")
     if not sweep.verbose:  # Tune's newer console output ignores verbose=0 (its config box, paths, INFO lines)
         os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
         logging.getLogger("ray.tune").setLevel(logging.WARNING)
