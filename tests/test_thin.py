@@ -76,6 +76,17 @@ def test_a_product_thin_product_does_not_route_is_the_plain_product():
         assert type(result) is type(expected) and np.array_equal(np.asarray(result), np.asarray(expected))
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_an_np_matrix_stays_an_np_matrix_where_the_probe_would_say_yes(monkeypatch):
+    monkeypatch.setattr(thin, "transposed_agrees", lambda *args: True)
+    rng = np.random.default_rng(0)
+    A, B = rng.random((40, 30)), rng.random((30, 3))
+    assert type(thin_product(A, B)) is np.ndarray  # the transposed route, as the probe says
+    for left, right in ((np.asmatrix(A), B), (A, np.asmatrix(B))):
+        result = thin_product(left, right)
+        assert type(result) is np.matrix and np.array_equal(result, left @ right)
+
+
 def test_orders_are_told_apart():
     A = np.zeros((6, 4))
     assert (memory_order(A), memory_order(np.asfortranarray(A)), memory_order(A[:, ::2])) == ("C", "F", "")

@@ -68,8 +68,9 @@ def transposed_agrees(A: np.ndarray, columns: int, b_order: str) -> bool:
 def thin_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """A @ B, computed as (B'A')' when the probe of its key found that the same to the bit
     (module docstring). For a dense float A of more rows than B has columns; anything else
-    (sparse, a vector, mixed dtypes) is A @ B."""
+    (sparse, a vector, mixed dtypes, an np.matrix, which ``@`` keeps) is A @ B."""
     if not (isinstance(A, np.ndarray) and isinstance(B, np.ndarray) and A.ndim == 2 and B.ndim == 2
+            and not isinstance(A, np.matrix) and not isinstance(B, np.matrix)
             and A.dtype == B.dtype and A.dtype.kind == "f" and B.shape[1] < A.shape[0]):
         return A @ B
     if transposed_agrees(A, B.shape[1], memory_order(B)):
