@@ -176,8 +176,10 @@ def failure_lines(err: str) -> str:
 
 def progress_counts(err: str) -> dict[str, int]:
     """The last counts of the study's progress line (mtc.sweep.progress: 'running 2, failed 0, retried 1,
-    nodes lost 1')."""
-    return {key: int(value) for key, value in re.findall(r"(running|failed|retried|nodes lost) (\d+)", err)}
+    nodes lost 1'), not those of a second Tuner's line for Ray Tune trials that ended with retries left
+    ('study netns again: ...', mtc.sweep.stranded), which counts afresh."""
+    main = [part for part in re.split(r"[\r\n]", err) if part.startswith("study ") and " again:" not in part]
+    return {key: int(value) for key, value in re.findall(r"(running|failed|retried|nodes lost) (\d+)", "\n".join(main))}
 
 
 def test_a_study_survives_the_loss_of_a_worker_host(cluster, tmp_path, monkeypatch):
