@@ -16,7 +16,7 @@ def logged(logger: logging.Logger, error: BaseException | None, message: str = "
         logger.error(message, exc_info=True)
 
 
-def records_of(name: str) -> tuple[logging.Logger, list[logging.LogRecord]]:
+def captured_records(name: str) -> tuple[logging.Logger, list[logging.LogRecord]]:
     logger = logging.getLogger(name)
     logger.propagate = False
     kept: list[logging.LogRecord] = []
@@ -27,7 +27,7 @@ def records_of(name: str) -> tuple[logging.Logger, list[logging.LogRecord]]:
 
 
 def test_a_full_disk_error_is_one_warning_line_once_per_cause_and_other_records_pass():
-    logger, kept = records_of("mtc.test.full_disk")
+    logger, kept = captured_records("mtc.test.full_disk")
     full_disk_in_one_line(logger.name, "could not save: {cause}")
     full_disk_in_one_line(logger.name, "installed twice: {cause}")
     assert sum(isinstance(f, FullDiskInOneLine) for f in logger.filters) == 1
@@ -46,7 +46,7 @@ def test_a_full_disk_error_is_one_warning_line_once_per_cause_and_other_records_
 
 
 def test_a_full_disk_error_reached_through_its_cause_is_caught_too():
-    logger, kept = records_of("mtc.test.full_disk_cause")
+    logger, kept = captured_records("mtc.test.full_disk_cause")
     full_disk_in_one_line(logger.name, "lost: {cause}")
     try:
         try:
