@@ -179,7 +179,8 @@ def progress_counts(err: str) -> dict[str, int]:
     nodes lost 1'), not those of a second Tuner's line for Ray Tune trials that ended with retries left
     ('study netns again: ...', mtc.sweep.stranded), which counts afresh."""
     main = [part for part in re.split(r"[\r\n]", err) if part.startswith("study ") and " again:" not in part]
-    return {key: int(value) for key, value in re.findall(r"(running|failed|retried|nodes lost) (\d+)", "\n".join(main))}
+    return {key: int(value) for key, value in
+            re.findall(r"(running|failed|retried|to run again|nodes lost) (\d+)", "\n".join(main))}
 
 
 def test_a_study_survives_the_loss_of_a_worker_host(cluster, tmp_path, monkeypatch):
@@ -215,6 +216,7 @@ def test_a_study_survives_the_loss_of_a_worker_host(cluster, tmp_path, monkeypat
     assert found["statuses"] == {"FINISHED": len(expected)}  # none RUNNING, none FAILED
     assert found["parents"] == {"FINISHED": 4}
     assert progress_counts(err)["retried"] >= 1, err[-3000:]  # the trials the lost host was running ran again
+    assert progress_counts(err)["failed"] == 0, err[-3000:]  # a trial ended with retries left is to run again
     assert "4 sweeps run" in out
     assert progress_counts(err).get("nodes lost") == 1, err[-3000:]  # the progress line says a node was lost
     # Ray's own line on the driver's stdout names the lost node

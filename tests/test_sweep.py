@@ -3,6 +3,7 @@ solver from outside the package (tests/plugin: one module + one config, no platf
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -261,10 +262,11 @@ def test_a_worker_killed_mid_trial_is_retried_and_every_trial_ends_finished_once
 
 
 def test_a_trial_left_in_error_with_retries_by_a_worker_killed_as_its_trial_ended_is_run_again(
-        tmp_path, plugin_path, monkeypatch):
+        tmp_path, plugin_path, monkeypatch, capsys):
     """Ray Tune hands a finished trial's actor to the next trial; when that worker is killed in
     between, the next trial ends in ERROR with its retries unused (Ray Tune recovers only a
-    RUNNING trial: mtc.sweep.stranded). The driver runs it again once and the sweep is complete."""
+    RUNNING trial: mtc.sweep.stranded). The driver runs it again once and the sweep is complete;
+    the progress line counts that trial's seed to run again, not failed."""
     moments, pids = tmp_path / "moments", tmp_path / "pids"
     monkeypatch.setenv("MTC_DEBUG_MOMENTS", str(moments))
     monkeypatch.setenv("MTC_DEBUG_PAUSE", "tune-trial-ended=1.0")  # the driver waits there, each trial's end
@@ -291,6 +293,11 @@ def test_a_trial_left_in_error_with_retries_by_a_worker_killed_as_its_trial_ende
     assert len(keys) == 4 and len(set(keys)) == 4  # one run per (grid point, seed)
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert all(s.n_runs == 2 and s.n_failed == 0 for s in result.summaries)
+    lines = [part for part in re.split(r"[\r\n]", capsys.readouterr().err) if "| " in part]  # the lines drawn
+    first = [line for line in lines if line.startswith("toy-synthetic:")][-1]
+    again = [line for line in lines if line.startswith("toy-synthetic again:")][-1]
+    assert "4/4" in first and "failed 0" in first and "to run again 1" in first, first
+    assert "1/1" in again and "failed 0" in again, again
 
 
 def test_a_finished_sweep_run_again_is_reported_from_the_store_without_ray(tmp_path, plugin_path, monkeypatch):

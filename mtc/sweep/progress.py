@@ -2,6 +2,9 @@
 tables: seeds done of all, sweeps done (a study), Tune trials running, failed and retried, and
 tqdm's rate and ETA. Failed counts seeds: fits that raised, seeds whose runs could not be
 logged (a full disk), and the seeds of Tune trials whose worker died more often than retried.
+To run again counts the seeds of Tune trials that Ray Tune ended in ERROR with retries left,
+which the driver runs again once in a second Tuner, under a line of its own (mtc.sweep.stranded):
+not lost, so not failed.
 Degenerate counts the finished seeds whose fit put a task into fewer clusters than asked.
 Nodes lost counts the cluster's nodes that died during the run (Ray marks them dead; their
 trials are retried on the others), looked up when a trial is retried or fails.
@@ -40,6 +43,7 @@ class ProgressLine(Callback):
             self.left[sweep] = self.left.get(sweep, 0) + 1
         self.bar = None
         self.failed = self.retried = self.degenerate = self.nodes_lost = 0
+        self.run_again = 0  # seeds of Tune trials ended in ERROR with retries left (mtc.sweep.stranded)
         self.dead_before = 0  # nodes already dead when the run started (an earlier run's)
         self.nodes_checked = 0.0  # time.monotonic() of the last count
         self.postfix = ""
@@ -57,6 +61,8 @@ class ProgressLine(Callback):
             self.nodes_lost = dead_nodes() - self.dead_before
         running = sum(trial.status == "RUNNING" for trial in trials)
         postfix = f"running {running}, failed {self.failed}, retried {self.retried}"
+        if self.run_again:
+            postfix += f", to run again {self.run_again}"
         if self.degenerate:
             postfix += f", degenerate {self.degenerate}"
         if self.nodes_lost:
@@ -91,7 +97,10 @@ class ProgressLine(Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         self.count_lost_nodes()
         self.ended(trial)
-        self.failed += self.seeds(trial)
+        if trial.should_recover():  # StrandedTrials' rule: the driver runs it again once
+            self.run_again += self.seeds(trial)
+        else:
+            self.failed += self.seeds(trial)
         self.bar.update(self.seeds(trial))
 
     def on_experiment_end(self, trials, **info):
