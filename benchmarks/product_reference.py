@@ -26,7 +26,8 @@ SMT-NMF has its own (benchmarks/smtnmf_iteration.py: W V).
 
 Fits run with freed memory kept for the next arrays, as every fit of mtc.trial.run_trial
 (mtc.numerics.heap); ``--glibc-defaults`` first leaves malloc as it is, for comparison, and
-``--only LSSMTC,All ASI`` times only the families whose labels start with those names.
+``--only LSSMTC,All ASI`` times only the families whose labels start with those names,
+``--iterations 300`` times 300 iterations instead of 10 (steadier for iterations of a few ms).
 
     MTC_DATA_DIR=../shared/data python benchmarks/product_reference.py --asi [data]
 
@@ -248,6 +249,7 @@ if __name__ == "__main__":
     else:
         arguments = sys.argv[1:]
         only = arguments.pop(arguments.index("--only") + 1).split(",") if "--only" in arguments else None
+        m = int(arguments.pop(arguments.index("--iterations") + 1)) if "--iterations" in arguments else 10
         defaults = "--glibc-defaults" in arguments
-        names = [name for name in arguments if name not in ("--glibc-defaults", "--only")]
-        main(names or ["reuters"], keep_heap=not defaults, only=only)
+        names = [name for name in arguments if name not in ("--glibc-defaults", "--only", "--iterations")]
+        main(names or ["reuters"], m=m, keep_heap=not defaults, only=only)

@@ -139,7 +139,9 @@ def _solve_gram_rows(G: np.ndarray, R: np.ndarray, fallbacks: list) -> np.ndarra
     """R G^-1 for a c x c float64 Gram matrix G and m x c rows R: ``_solve_gram(G, R.T).T`` by
     the same Cholesky factor and BLAS's two triangular solves from the right (potrs runs them
     from the left): the same values to the bit here (tests/test_hotspots.py checks 1e-13), and
-    for Eq. 18's 40,674 x 3 rows on NG1 0.34 ms against potrs's 1.03 ms. The factor is LAPACK's
+    for Eq. 18's 40,674 x 3 rows on NG1 0.34 ms against potrs's 1.03 ms (0.32 ms with the second
+    solve written over the first one's result, which is always f2py's copy of R: overwrite_b=0
+    in the first). The factor is LAPACK's
     potrf called as ``cho_factor`` calls it (the same bits), without its wrappers' checks:
     54 us against 78 for a 4 x 4 system and 2,500 rows (WebKB's Eq. 18)."""
     U, info = _POTRF(np.asarray_chkfinite(G), lower=0, overwrite_a=0, clean=0)  # G = U'U (upper; lower: scratch)
@@ -149,7 +151,7 @@ def _solve_gram_rows(G: np.ndarray, R: np.ndarray, fallbacks: list) -> np.ndarra
         fallbacks.append(1)
         return np.linalg.lstsq(G, R.T, rcond=None)[0].T
     Y = _TRSM(1.0, U, np.asarray_chkfinite(R), side=1, lower=0)  # Y U = R
-    return _TRSM(1.0, U, Y, side=1, lower=0, trans_a=1)  # X U' = Y: X = R G^-1
+    return _TRSM(1.0, U, Y, side=1, lower=0, trans_a=1, overwrite_b=1)  # X U' = Y in Y's place: X = R G^-1
 
 
 def _has_converged(previous: float, current: float, rule: str, tol: float) -> bool:
@@ -297,14 +299,15 @@ class LSSMTC(MultiTaskClusterer):
         PtOY = sum(P.T @ (o[:, None] * Yk) for P, o, Yk in zip(self.P_, self._omega, Y))
         self.M_ = _solve_gram_rows(PtOP, PtOY.T, self._fallbacks)  # Eq. 16
         MtM = self.M_.T @ self.M_
-        self.task_centroids_, XMk = [], []
+        self.task_centroids_, XMk, MktMk = [], [], []
         for k, (Xt, P, o) in enumerate(zip(self._X_t, self.P_, self._omega)):
             OP = o[:, None] * P
             XtOPk = XtOP[k] if XtOP is not None else np.asarray(Xt @ OP)
             Mk = _solve_gram_rows(P.T @ OP, XtOPk, self._fallbacks)  # Eq. 18
             XM = self._times(k, Mk)
             A = lam * XM + (1.0 - lam) * (Y[k] @ self.M_)  # Eq. 21, X_k W M
-            B = lam * (Mk.T @ Mk) + (1.0 - lam) * MtM
+            MktMk.append(Mk.T @ Mk)  # numpy's SYRK over d rows: 0.2 ms on NG1, taken once for Eq. 22 and the losses
+            B = lam * MktMk[k] + (1.0 - lam) * MtM
             (PA, NA), (PB, NB) = signed_parts(A), signed_parts(B)
             ratio = np.sqrt((PA + P @ NB) / (NA + P @ PB + self.eps))  # Eq. 22, cancelled
             new = P * ratio
@@ -315,7 +318,7 @@ class LSSMTC(MultiTaskClusterer):
             XMk.append(XM)
         self.W_ = self._malsar_w(Y) if self.w_update == "malsar" else self._eigen_w()  # Eq. 23-25
         self._Y, self._Y_of = [self._x_w(k) for k in range(len(self._X))], self.W_
-        self._XMk = XMk
+        self._XMk, self._MktMk = XMk, MktMk
         losses = self._losses()
         objective = float(sum(np.dot(o, L) for o, L in zip(self._omega, losses)))
         l = self.n_components
@@ -531,8 +534,7 @@ class LSSMTC(MultiTaskClusterer):
         lam, MtM = self.lambda_, self.M_.T @ self.M_
         out = []
         for k, P in enumerate(self.P_):
-            Mk = self.task_centroids_[k]
-            within = self._row_sq[k] - 2.0 * row_dots(self._XMk[k], P) + row_dots(P @ (Mk.T @ Mk), P)
+            within = self._row_sq[k] - 2.0 * row_dots(self._XMk[k], P) + row_dots(P @ self._MktMk[k], P)
             Yk = self._Y[k]
             cross = row_dots(Yk, Yk) - 2.0 * row_dots(Yk @ self.M_, P) + row_dots(P @ MtM, P)
             out.append(np.maximum(lam * within + (1.0 - lam) * cross, 0.0))
@@ -558,7 +560,7 @@ class LSSMTC(MultiTaskClusterer):
             self.record_.traces[name] = trace
         self.record_.scalars["nonnegative_input"] = float(self._nonnegative)
         self.record_.scalars["lstsq_fallbacks"] = float(len(self._fallbacks))
-        for name in ("_X", "_X_by_columns", "_X_t", "_XtOP_kept", "_selection", "_selected_W", "_Y", "_Y_of", "_XMk",
+        for name in ("_X", "_X_by_columns", "_X_t", "_XtOP_kept", "_selection", "_selected_W", "_Y", "_Y_of", "_XMk", "_MktMk",
                      "_row_sq", "_C_parts", "_eigen_fixed", "_traces"):
             self.__dict__.pop(name, None)
 
