@@ -1,6 +1,7 @@
 """The progress line (mtc.sweep.progress.ProgressLine) counts seeds: failed where a result is
 lost, to run again where Ray Tune ended a trial with retries left (the driver runs it again
-once: mtc.sweep.stranded), and each sweep of a study once all its Tune trials ended."""
+once: mtc.sweep.stranded; in that second Tuner, failed), and each sweep of a study once all its
+Tune trials ended."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def last_postfix(err: str) -> str:
 
 
 def test_a_trial_ended_with_retries_left_is_to_run_again_not_failed(capsys):
-    line = ProgressLine({"a": 3, "b": 2, "c": 1}, "toy")
+    line = ProgressLine({"a": 3, "b": 2, "c": 1}, "toy", runs_again=True)
     a, b, c = tune_trial("a", retries_left=True), tune_trial("b"), tune_trial("c")
     line.setup()
     line.on_trial_error(0, [a, b, c], a)  # its worker died while it waited for it: run again by the driver
@@ -33,6 +34,20 @@ def test_a_trial_ended_with_retries_left_is_to_run_again_not_failed(capsys):
     assert (line.failed, line.run_again, line.degenerate) == (2, 3, 1)
     drawn = last_postfix(capsys.readouterr().err)
     assert "6/6" in drawn and "running 0, failed 2, retried 0, to run again 3, degenerate 1" in drawn, drawn
+
+
+def test_the_second_tuners_line_counts_a_trial_ended_with_retries_left_failed(capsys):
+    """The driver's second Tuner (``<sweep> again``) runs no StrandedTrials: what ends there is lost."""
+    line = ProgressLine({"a": 3, "b": 1}, "toy again")
+    a, b = tune_trial("a", retries_left=True), tune_trial("b")
+    line.setup()
+    line.on_trial_error(0, [a, b], a)
+    line.on_trial_complete(0, [a, b], b)
+    a.status, b.status = "ERROR", "TERMINATED"
+    line.on_experiment_end([a, b])
+    assert (line.failed, line.run_again) == (3, 0)
+    drawn = last_postfix(capsys.readouterr().err)
+    assert "4/4" in drawn and "running 0, failed 3, retried 0" in drawn and "to run again" not in drawn, drawn
 
 
 def test_nothing_to_run_again_is_not_drawn_and_a_studys_sweeps_are_counted_when_their_trials_end(capsys):

@@ -645,7 +645,8 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
         """The Tune trials of ``keys`` in one Tuner, under one progress line; their Results."""
         progress = None if sweep.verbose else ProgressLine(
             {key: len(batches[key][1]) for key in keys}, tune_name,
-            {key: owners[key] for key in keys} if len(jobs) > 1 else None)
+            {key: owners[key] for key in keys} if len(jobs) > 1 else None,
+            runs_again=any(isinstance(callback, StrandedTrials) for callback in callbacks))
         tuner = tune.Tuner(
             trainable,
             param_space={"batch": tune.grid_search(keys)},

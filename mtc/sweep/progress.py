@@ -4,7 +4,8 @@ tqdm's rate and ETA. Failed counts seeds: fits that raised, seeds whose runs cou
 logged (a full disk), and the seeds of Tune trials whose worker died more often than retried.
 To run again counts the seeds of Tune trials that Ray Tune ended in ERROR with retries left,
 which the driver runs again once in a second Tuner, under a line of its own (mtc.sweep.stranded):
-not lost, so not failed.
+not lost, so not failed. That second Tuner's line counts them failed: nothing runs them a third
+time.
 Degenerate counts the finished seeds whose fit put a task into fewer clusters than asked.
 Nodes lost counts the cluster's nodes that died during the run (Ray marks them dead; their
 trials are retried on the others), looked up when a trial is retried or fails.
@@ -32,10 +33,14 @@ def dead_nodes() -> int:
 
 class ProgressLine(Callback):
     """A Ray Tune callback; ``batch_sizes`` maps each Tune trial's ``batch`` to its seeds and,
-    for a study, ``sweep_of`` maps it to its sweep (the line then counts finished sweeps)."""
+    for a study, ``sweep_of`` maps it to its sweep (the line then counts finished sweeps).
+    ``runs_again``: a trial that Ray Tune ends in ERROR with retries left will be run again (a
+    ``StrandedTrials`` collects it beside this line), so its seeds count to run again, not failed."""
 
-    def __init__(self, batch_sizes: dict[str, int], description: str, sweep_of: dict[str, str] | None = None):
+    def __init__(self, batch_sizes: dict[str, int], description: str, sweep_of: dict[str, str] | None = None,
+                 runs_again: bool = False):
         self.batch_sizes = batch_sizes
+        self.runs_again = runs_again
         self.description = description
         self.sweep_of = sweep_of
         self.left = {}  # sweep -> its Tune trials not yet ended
@@ -97,7 +102,7 @@ class ProgressLine(Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         self.count_lost_nodes()
         self.ended(trial)
-        if trial.should_recover():  # StrandedTrials' rule: the driver runs it again once
+        if self.runs_again and trial.should_recover():  # StrandedTrials' rule: the driver runs it again once
             self.run_again += self.seeds(trial)
         else:
             self.failed += self.seeds(trial)
