@@ -14,6 +14,7 @@ from mtc.data.synthetic import make_synthetic
 from mtc.methods import mkc
 from mtc.methods.mkc import MKC, SMKC
 from mtc.methods.spmtc import ASI, LSSMTC, PooledASI, SPMTCh, SPMTCs
+from mtc.numerics.affinity import sparse_times_rows
 from mtc.numerics.kernels import union_kernel
 
 
@@ -269,10 +270,19 @@ def test_sparse_products_by_columns_and_side_by_side_are_the_row_products_bits(c
     lambda: PooledASI(n_clusters=3, n_components=4, max_iter=30, random_state=2),
 ], ids=["lssmtc", "lssmtc-converging", "spmtc-h", "spmtc-h-update", "spmtc-s", "all-asi"])
 def test_shared_sparse_products_give_the_literal_routes_fit_to_the_bit(sparse_tasks, monkeypatch, signed, make):
+    """The shared route (X_k M_k by one CSR matrix-vector product per column, the transposed
+    products from one pass) against the literal route's CSR multi-vector products."""
+    import mtc.methods.spmtc as spmtc
+
     tasks = [X - 0.5 * X.mean() * (X != 0) if signed else X for X in sparse_tasks]
+    by_columns = []
+    monkeypatch.setattr(spmtc, "sparse_times_rows", lambda A, B: by_columns.append(1) or sparse_times_rows(A, B))
     shared = make().fit(tasks)
+    assert by_columns  # X_k M_k of 3 clusters took the matrix-vector products
     monkeypatch.setattr(LSSMTC, "_product_route", "literal")
+    by_columns.clear()
     literal = make().fit(tasks)
+    assert not by_columns
     assert shared.n_iter_ == literal.n_iter_ > 5
     assert_identical(shared, literal)
     if hasattr(shared, "W_"):
