@@ -65,6 +65,20 @@ def test_an_a_whose_sums_ignore_their_order_is_no_evidence():
     assert len(thin._probed) == 1
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_generic_a_of_every_shape_is_evidence(threads):
+    """The probe's own regrouping of the sums (the first term last) is never the BLAS's
+    blocking, so a random A is never taken for an order-blind one: every key is probed once.
+    (Split in halves, a 200 x 401 A was order-blind on a machine whose OpenBLAS splits sums of
+    401 terms at 200 on one thread and 201 on two: probed on every call.)"""
+    rng = np.random.default_rng(4)
+    with threadpool_limits(threads, user_api="blas"):
+        for rows, inner, columns in SHAPES:
+            thin._probed.clear()
+            transposed_agrees(rng.random((rows, inner)), columns, "C")
+            assert len(thin._probed) == 1, (rows, inner, columns)
+
+
 def test_a_product_thin_product_does_not_route_is_the_plain_product():
     rng = np.random.default_rng(0)
     A = rng.random((40, 30))
