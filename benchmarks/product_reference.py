@@ -17,8 +17,9 @@ An iteration's time is (fit of 1 + m iterations - fit of 1 iteration) / m with t
 rule off, the seed-free steps (kernels, similarities, mSDA, k-means labels) kept in one Cache
 so that both fits share them. Families: MKC and S-MKC (K[:, t] Z^t per task), MBC and S-MBC
 (X M' and H'X per task, twice for S-MBC's two candidates), LSSMTC and All ASI with MALSAR's
-W step (X'(Omega P), once: the W step's is the next sweep's Eq. 18 product; X M_k; X W and
-X'(Omega Y) touch only the l columns MALSAR's W selects; the eigen step under --asi), MTCFIR
+W step (X'(Omega P), once: the W step's is the next sweep's Eq. 18 product; X M_k, which All
+ASI's lambda = 0 leaves out; X W and X'(Omega Y) touch only the l columns MALSAR's W selects;
+the eigen step under --asi), MTCFIR
 (SNMF on the consistent similarity: M Y, Y'Y, Y (Y'Y) per task), MTCMRL
 (benchmarks/mtcmrl_iteration.py's products).
 k-means and kernel k-means run library / restart loops (no iteration of ours to time);
@@ -149,10 +150,9 @@ def families(matrices, ks, cache, only=None):
         rows.append(("LSSMTC malsar", lambda it: LSSMTC(n_components=l, stopping="none", max_iter=it, n_clusters=c,
                                                         random_state=0), lssmtc_products))
         pooled = sp_.vstack(X).tocsr() if sp_.issparse(X[0]) else np.vstack(X)
+        # lambda = 0: no M_k, so no X M_k (LSSMTC._within_term_skipped)
         rows.append(("All ASI malsar", lambda it: PooledASI(n_components=l, stopping="none", max_iter=it, n_clusters=c,
-                                                           random_state=0),
-                     [Product(p.name, pooled.T if p.name.startswith("X'") else pooled, p.columns, p.count)
-                      for p in lssmtc_products[:2]]))
+                                                           random_state=0), [Product("X'(OP)", pooled.T, c)]))
     if d <= 5000:  # mSDA solves d x d systems
         rows.append(("MTCFIR", lambda it: MTCFIR(tol=0.0, max_iter=it, cache=cache, **common), None))
     rows.append(("MTCMRL", lambda it: MTCMRL(tol=0.0, max_iter=it, cache=cache, **common), None))

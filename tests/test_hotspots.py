@@ -268,27 +268,39 @@ def test_sparse_products_by_columns_and_side_by_side_are_the_row_products_bits(c
     lambda: SPMTCh(n_clusters=3, n_components=3, lambda_=0.3, unselected_rows="update", random_state=4),
     lambda: SPMTCs(n_clusters=3, n_components=4, lambda_=0.8, random_state=1),
     lambda: PooledASI(n_clusters=3, n_components=4, max_iter=30, random_state=2),
-], ids=["lssmtc", "lssmtc-converging", "spmtc-h", "spmtc-h-update", "spmtc-s", "all-asi"])
+    lambda: LSSMTC(n_clusters=3, n_components=4, lambda_=0.0, max_iter=40, stopping="none", random_state=3),
+    lambda: ASI(n_clusters=3, n_components=3, w_update="eigen", max_iter=15, stopping="none", random_state=1),
+], ids=["lssmtc", "lssmtc-converging", "spmtc-h", "spmtc-h-update", "spmtc-s", "all-asi", "lssmtc-lambda-0",
+        "asi-eigen"])
 def test_shared_sparse_products_give_the_literal_routes_fit_to_the_bit(sparse_tasks, monkeypatch, signed, make):
     """The shared route (X_k M_k by one CSR matrix-vector product per column, the transposed
-    products from one pass) against the literal route's CSR multi-vector products."""
+    products from one pass; for lambda = 0 no M_k in the sweeps) against the literal route's CSR
+    multi-vector products and every term of the sweep."""
     import mtc.methods.spmtc as spmtc
 
     tasks = [X - 0.5 * X.mean() * (X != 0) if signed else X for X in sparse_tasks]
-    by_columns = []
+    by_columns, solves = [], []
     monkeypatch.setattr(spmtc, "sparse_times_rows", lambda A, B: by_columns.append(1) or sparse_times_rows(A, B))
+    solve = LSSMTC._task_centroids
+    monkeypatch.setattr(LSSMTC, "_task_centroids", lambda self, *args: solves.append(1) or solve(self, *args))
+    within_term = getattr(make(), "lambda_", 0.0) > 0  # ASI and All ASI are LSSMTC with lambda = 0
     shared = make().fit(tasks)
-    assert by_columns  # X_k M_k of 3 clusters took the matrix-vector products
+    # X_k M_k of 3 clusters took the matrix-vector products; lambda = 0: M_k once per task, at the end
+    assert by_columns or not within_term
+    assert len(solves) > 5 * len(tasks) if within_term else 0 < len(solves) <= len(tasks)
     monkeypatch.setattr(LSSMTC, "_product_route", "literal")
-    by_columns.clear()
+    by_columns.clear(), solves.clear()
     literal = make().fit(tasks)
-    assert not by_columns
+    assert not by_columns and len(solves) > 5 * len(tasks)
     assert shared.n_iter_ == literal.n_iter_ > 5
     assert_identical(shared, literal)
     if hasattr(shared, "W_"):
         assert shared.W_.tobytes() == literal.W_.tobytes()
         for a, b in zip(shared.P_, literal.P_):
             assert a.tobytes() == b.tobytes()
+        for a, b in zip(shared.task_centroids_, literal.task_centroids_):
+            assert a.tobytes() == b.tobytes()
+        assert shared.M_.tobytes() == literal.M_.tobytes()
 
 
 @pytest.mark.parametrize("signed", [False, True])

@@ -275,10 +275,11 @@ class LSSMTC(MultiTaskClusterer):
         self.P_ = [np.abs(rng.random((X.shape[0], self._c))) for X in self._X]  # LSSMTC.m l.71
         self.W_ = np.eye(d, self.n_components)  # LSSMTC.m l.81
         self._Y_of = None  # the W of self._Y = [X_k W]
+        self._sweep_start = None  # (P, Omega, kept X'Omega P) of the last sweep when it left M_k out
         self._set_weights(self._omega)
         if self.w_init == "eigen":
             self.W_ = self._eigen_w()
-        self._selection, self._selected_W = self._column_selection(), self.W_
+        self._selection, self._selected_W, self._spare_W = self._column_selection(), self.W_, None
         self._traces = {"objective": [], "w_orthogonality": [], "w_projection": [], "w_nonzeros": []}
 
     def _set_weights(self, omega):
@@ -300,23 +301,27 @@ class LSSMTC(MultiTaskClusterer):
         PtOY = sum(P.T @ (o[:, None] * Yk) for P, o, Yk in zip(self.P_, self._omega, Y))
         self.M_ = _solve_gram_rows(PtOP, PtOY.T, self._fallbacks)  # Eq. 16
         MtM = self.M_.T @ self.M_
+        within_term = lam > 0 or self._product_route != "shared"
         self.task_centroids_, XMk, MktMk = [], [], []
-        for k, (Xt, P, o) in enumerate(zip(self._X_t, self.P_, self._omega)):
+        self._sweep_start = None if within_term else (list(self.P_), self._omega, XtOP)  # for _finish's M_k
+        for k, (P, o) in enumerate(zip(self.P_, self._omega)):
             OP = o[:, None] * P
-            XtOPk = XtOP[k] if XtOP is not None else np.asarray(Xt @ OP)
-            Mk = _solve_gram_rows(P.T @ OP, XtOPk, self._fallbacks)  # Eq. 18
-            XM = self._times(k, Mk)
-            A = lam * XM + (1.0 - lam) * (Y[k] @ self.M_)  # Eq. 21, X_k W M
-            MktMk.append(Mk.T @ Mk)  # numpy's SYRK over d rows: 0.2 ms on NG1, taken once for Eq. 22 and the losses
-            B = lam * MktMk[k] + (1.0 - lam) * MtM
+            if within_term:
+                Mk = self._task_centroids(k, P, OP, XtOP)  # Eq. 18
+                XM = self._times(k, Mk)
+                A = lam * XM + (1.0 - lam) * (Y[k] @ self.M_)  # Eq. 21, X_k W M
+                MktMk.append(Mk.T @ Mk)  # numpy's SYRK over d rows: 0.2 ms on NG1, taken once for Eq. 22 and the losses
+                B = lam * MktMk[k] + (1.0 - lam) * MtM
+                self.task_centroids_.append(Mk)
+                XMk.append(XM)
+            else:  # lambda = 0 (ASI): X_k M_k and M_k'M_k enter A and B times 0 (_within_term_skipped)
+                A, B = Y[k] @ self.M_, MtM
             (PA, NA), (PB, NB) = signed_parts(A), signed_parts(B)
             ratio = np.sqrt((PA + P @ NB) / (NA + P @ PB + self.eps))  # Eq. 22, cancelled
             new = P * ratio
             if frozen is not None:
                 new[frozen[k]] = P[frozen[k]]
             self.P_[k] = new
-            self.task_centroids_.append(Mk)
-            XMk.append(XM)
         self.W_ = self._malsar_w(Y) if self.w_update == "malsar" else self._eigen_w()  # Eq. 23-25
         self._Y, self._Y_of = [self._x_w(k) for k in range(len(self._X))], self.W_
         self._XMk, self._MktMk = XMk, MktMk
@@ -331,6 +336,25 @@ class LSSMTC(MultiTaskClusterer):
                                                                  else self._selected_w())))
         return objective
 
+    def _task_centroids(self, k, P, OP, XtOP) -> np.ndarray:
+        """M_k = (X_k' Omega_k P_k)(P_k' Omega_k P_k)^-1 (Eq. 18), d x c; ``XtOP`` the kept
+        products of the last W step or None."""
+        XtOPk = XtOP[k] if XtOP is not None else np.asarray(self._X_t[k] @ OP)
+        return _solve_gram_rows(P.T @ OP, XtOPk, self._fallbacks)
+
+    def _within_term_skipped(self) -> bool:
+        """Whether the sweeps left the within-task (k-means) term out: lambda = 0 (ASI, All ASI)
+        on the shared route. There Eq. 21-22 take lambda X_k M_k and lambda M_k'M_k, the zeros
+        of a finite product, added to (1 - lambda) Y_k M = Y_k M: the same A and B but for the
+        sign of a zero entry, which A+ and A- do not keep (both +0), so the same P and W to the
+        bit (tests/test_hotspots.py against the literal route, which forms every term); and the
+        losses' lambda * within adds a zero to the cross term, which is never -0. What is left
+        out is Eq. 18's solves, X_k M_k (a product as large as X'Omega P) and M_k'M_k: half of
+        an All ASI iteration on NG1. ``task_centroids_`` is then solved once, in ``_finish``,
+        from the last sweep's P and Omega (a singular system counts once in
+        ``lstsq_fallbacks``)."""
+        return self._sweep_start is not None
+
     def _malsar_w(self, Y):
         """LSSMTC.m l.137-145 without a d x d object (module docstring). The d x l arrays are
         summed in place, and for non-negative input (C- = 0) its two zero terms are left out:
@@ -338,7 +362,7 @@ class LSSMTC(MultiTaskClusterer):
         W = self.W_
         OY = [o[:, None] * Yk for o, Yk in zip(self._omega, Y)]
         XtOP, XtOY = self._transposed_products(OY)
-        D = summed([XtOP[0].copy(), *XtOP[1:]]) @ self.M_.T  # D = X'Omega P M'
+        D = (summed([XtOP[0].copy(), *XtOP[1:]]) if len(XtOP) > 1 else XtOP[0]) @ self.M_.T  # D = X'Omega P M'
         if self._selected() is not None:
             return self._selected_malsar_w(D, summed(Yk.T @ oy for Yk, oy in zip(Y, OY)), summed(XtOY))
         PD, ND = signed_parts(D)
@@ -403,8 +427,10 @@ class LSSMTC(MultiTaskClusterer):
         numerator /= denominator
         np.sqrt(numerator, out=numerator)
         numerator *= w
-        W = np.zeros(self.W_.shape)  # calloc: pages of zeros the step does not write
-        W[rows, a] = numerator
+        W, self._spare_W = self._spare_W, self.W_  # this step's W overwrites the one of two steps ago
+        if W is None:
+            W = np.zeros(self.W_.shape)
+        W[rows, a] = numerator  # its other entries are zeros: a selection's, never written
         self._selected_W = W
         return W
 
@@ -542,9 +568,12 @@ class LSSMTC(MultiTaskClusterer):
         lam, MtM = self.lambda_, self.M_.T @ self.M_
         out = []
         for k, P in enumerate(self.P_):
-            within = self._row_sq[k] - 2.0 * row_dots(self._XMk[k], P) + row_dots(P @ self._MktMk[k], P)
             Yk = self._Y[k]
-            cross = row_dots(Yk, Yk) - 2.0 * row_dots(Yk @ self.M_, P) + row_dots(P @ MtM, P)
+            cross = row_dots(Yk, Yk) - 2.0 * row_dots(Yk @ self.M_, P) + row_dots(P @ MtM, P)  # +0 or non-zero
+            if self._within_term_skipped():  # 0 * within + 1.0 * cross is cross
+                out.append(np.maximum(cross, 0.0))
+                continue
+            within = self._row_sq[k] - 2.0 * row_dots(self._XMk[k], P) + row_dots(P @ self._MktMk[k], P)
             out.append(np.maximum(lam * within + (1.0 - lam) * cross, 0.0))
         return out
 
@@ -559,6 +588,10 @@ class LSSMTC(MultiTaskClusterer):
 
     def _finish(self):
         self.labels_ = [np.argmax(P, axis=1) for P in self.P_]
+        if self._within_term_skipped():
+            P, omega, XtOP = self._sweep_start
+            self.task_centroids_ = [self._task_centroids(k, Pk, o[:, None] * Pk, XtOP)
+                                    for k, (Pk, o) in enumerate(zip(P, omega))]
         if not self.W_.flags.writeable:  # the cache's null basis (read-only, shared by fits)
             self.W_ = self.W_.copy()
         self.objective_trace_ = np.array(self._traces["objective"])
@@ -568,8 +601,8 @@ class LSSMTC(MultiTaskClusterer):
             self.record_.traces[name] = trace
         self.record_.scalars["nonnegative_input"] = float(self._nonnegative)
         self.record_.scalars["lstsq_fallbacks"] = float(len(self._fallbacks))
-        for name in ("_X", "_X_by_columns", "_X_t", "_XtOP_kept", "_selection", "_selected_W", "_Y", "_Y_of", "_XMk", "_MktMk",
-                     "_row_sq", "_C_parts", "_eigen_fixed", "_traces"):
+        for name in ("_X", "_X_by_columns", "_X_t", "_XtOP_kept", "_selection", "_selected_W", "_spare_W", "_Y",
+                     "_Y_of", "_XMk", "_MktMk", "_sweep_start", "_row_sq", "_C_parts", "_eigen_fixed", "_traces"):
             self.__dict__.pop(name, None)
 
     def _fit(self, matrices, n_clusters, rng):
