@@ -97,7 +97,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from mtc.errors import InputError
 from mtc.methods.base import NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
-from mtc.numerics.affinity import MATVEC_ROWS, MATVEC_WORK, sparse_times_rows
+from mtc.numerics.affinity import sparse_times_rows, takes_matvecs
 from mtc.numerics.cache import Cache, cached, fingerprint
 from mtc.numerics.convergence import SingleFit
 from mtc.numerics.linalg import as_dense, row_dots, self_gram, summed
@@ -449,16 +449,15 @@ class LSSMTC(MultiTaskClusterer):
         return np.diag(w * w)
 
     def _times(self, k, B) -> np.ndarray:
-        """X_k B. On the shared route, for at most MATVEC_ROWS columns (M_k's c, a W of few
-        columns) one CSR matrix-vector product per column of B (``sparse_times_rows``: M_k, the
-        triangular solves' Fortran-ordered result, gives it contiguous columns, where scipy's
-        multi-vector product first copies M_k into C order: 0.27 against 0.57 ms on an NG1
-        task), else by X_k's columns (CSC). For every entry of the result the same products
+        """X_k B. On the shared route, for few columns (M_k's c, a W of few columns:
+        ``takes_matvecs``) one CSR matrix-vector product per column of B
+        (``sparse_times_rows``: M_k, the triangular solves' Fortran-ordered result, gives it
+        contiguous columns, where scipy's multi-vector product first copies M_k into C order:
+        0.27 against 0.57 ms on an NG1 task), else by X_k's columns (CSC). For every entry of the result the same products
         summed in the same order as by its rows (sorted indices, every kernel adds from zero),
         so the same bits as the literal route's CSR product (tests/test_hotspots.py)."""
         X = self._X_by_columns[k]
-        if (X is not self._X[k] and B.shape[1] <= MATVEC_ROWS
-                and self._X[k].nnz * B.shape[1] <= MATVEC_WORK):  # the shared route, canonical X_k
+        if X is not self._X[k] and takes_matvecs(self._X[k], B.shape[1]):  # the shared route, canonical X_k
             return sparse_times_rows(self._X[k], B.T)
         return np.asarray(X @ B)
 

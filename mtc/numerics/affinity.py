@@ -27,6 +27,12 @@ MATVEC_ROWS = 4
 MATVEC_WORK = 1_500_000
 
 
+def takes_matvecs(A, rows: int) -> bool:
+    """Whether A B' for a dense B of ``rows`` rows goes by ``sparse_times_rows``: a CSR A, at
+    most MATVEC_ROWS rows, and A's stored entries times them under MATVEC_WORK."""
+    return sp.issparse(A) and A.format == "csr" and rows <= MATVEC_ROWS and A.nnz * rows <= MATVEC_WORK
+
+
 def sparse_times_rows(A, B: np.ndarray) -> np.ndarray:
     """A B' for a CSR A and a dense B of few rows (centroids), one sparse matrix-vector
     product per row of B into its column: scipy's A @ B' first copies B' (d x m, strided)
@@ -45,8 +51,7 @@ def squared_distances(A, B: np.ndarray | None = None, a_sq: np.ndarray | None = 
     a2 = row_norms_sq(A) if a_sq is None else a_sq
     if B is None:  # A A': by row blocks above SYRK_ROWS dense rows (mtc.numerics.linalg.dense_gram)
         products, b2 = self_gram(A), a2
-    elif (sp.issparse(A) and A.format == "csr" and isinstance(B, np.ndarray) and B.ndim == 2
-          and B.shape[0] <= MATVEC_ROWS and A.nnz * B.shape[0] <= MATVEC_WORK):
+    elif isinstance(B, np.ndarray) and B.ndim == 2 and takes_matvecs(A, B.shape[0]):
         products, b2 = sparse_times_rows(A, B), row_norms_sq(B)
     else:
         products, b2 = np.asarray(A @ B.T), row_norms_sq(B)
