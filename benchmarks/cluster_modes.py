@@ -30,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # before Ray is imported: it caches the token
 os.environ["RAY_AUTH_MODE"] = "token"
 
-from mtc import stack  # noqa: E402
+from mtc.stack import server as stack  # noqa: E402
 from mtc.store import run_writer, tracking  # noqa: E402
 from mtc.cli import compose_config  # noqa: E402
 from mtc.config import Trial, settings  # noqa: E402

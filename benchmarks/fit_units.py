@@ -65,8 +65,8 @@ def points(items: list[str]) -> list[dict]:
 def main(argv=None) -> None:
     args = parse_args(argv)
     run = settings(compose_config([f"method={args.method}", f"data={args.data}"]))
-    dataset = run.data.load()
-    prototype = run.method.prototype(n_clusters=dataset.n_clusters)
+    datasets = {seed: run.data.load(seed) for seed in args.seeds}  # a per-seed composition: each seed's draw
+    prototype = run.method.prototype(n_clusters=datasets[args.seeds[0]].n_clusters)
     cache = Cache() if args.cache else None
     fits = []
     with threadpool_limits(1):
@@ -77,7 +77,7 @@ def main(argv=None) -> None:
                 solver.set_params(cache=cache)
             steps_before = {} if cache is None else dict(cache.compute_seconds)
             start = time.process_time()
-            solver.fit(dataset.matrices)
+            solver.fit(datasets[seed].matrices)
             seconds = time.process_time() - start
             steps = {} if cache is None else {step: total - steps_before.get(step, 0.0)
                                               for step, total in cache.compute_seconds.items()

@@ -5,7 +5,9 @@
 Starts ``mlflow server`` on the store (loopback, a free port), finds the newest finished sweep,
 and saves what Debian's ``chromium --headless=new`` renders (with a virtual-time budget, so
 that the single-page app has drawn) for: the experiment as it opens, the runs table, the
-parent run (its description is the report), one child run, its CSV artifact preview, its
+parent run (its description is the report), one child run, its CSV artifact preview (a
+sweep run with ``mlflow.readable_trial_files=true`` has one; by default a trial's only artifact
+is ``trial.npz``, which MLflow does not preview, and that shot is skipped), its
 "Model metrics" tab (a 1600 x 9000 window: the ``objective`` section with the trace is far
 down) and the sweep's runs in chart mode (filtered on the parent and sorted by accuracy, so
 that MLflow lists the child runs instead of folding them under the parent). Chart cards
@@ -41,15 +43,19 @@ def screenshot(url: str, path: Path, width: int = 1600, height: int = 1000) -> N
                        check=True, capture_output=True, timeout=120)
 
 
-def newest_sweep(client) -> tuple[str, str, str]:
-    """(experiment id, parent run id, one finished child run id) of the newest finished sweep."""
+def newest_sweep(client) -> tuple[str, str, str, str | None]:
+    """(experiment id, parent run id, one finished child run id, that child's first CSV artifact
+    or None) of the newest finished sweep."""
     experiment = client.get_experiment_by_name("mtc")
-    parents = [r for r in client.search_runs([experiment.experiment_id], "attributes.status = 'FINISHED'",
-                                             order_by=["attributes.start_time DESC"], max_results=200)
-               if tracking.SWEEP_KEY_TAG in r.data.tags and tracking.PARENT_TAG not in r.data.tags]
+    parents = client.search_runs([experiment.experiment_id],  # only a sweep's parent run has its key
+                                 f"attributes.status = 'FINISHED' and tags.`{tracking.SWEEP_KEY_TAG}` LIKE '%'",
+                                 order_by=["attributes.start_time DESC"], max_results=1)
+    if not parents:
+        sys.exit("error: the store has no finished sweep")
     parent = parents[0].info.run_id
     child = tracking.find_runs(client, experiment.experiment_id, **{tracking.PARENT_TAG: parent})[0].info.run_id
-    return experiment.experiment_id, parent, child
+    csv = next((f.path for f in client.list_artifacts(child) if f.path.endswith(".csv")), None)
+    return experiment.experiment_id, parent, child, csv
 
 
 def main() -> None:
@@ -61,7 +67,7 @@ def main() -> None:
         sys.exit("error: needs Debian's chromium (apt-get install chromium)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    experiment, parent, child = newest_sweep(tracking.client_for(args.store))
+    experiment, parent, child, csv = newest_sweep(tracking.client_for(args.store))
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", args.store,
                                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
@@ -72,10 +78,14 @@ def main() -> None:
     view = f"?workflowType={tracking.UI_WORKFLOW}"  # as the sweep prints its links
     pages = {"experiment_plain": base, "experiment": f"{base}{view}", "runs_table": f"{base}/runs{view}",
              "parent_run": f"{base}/runs/{parent}{view}", "child_run": f"{base}/runs/{child}{view}",
-             "child_artifact_csv": f"{base}/runs/{child}/artifacts/objective_trace.csv{view}",
              "child_chart": f"{base}/runs/{child}/model-metrics{view}",
              "sweep_charts": f"{base}/runs{view}&compareRunsMode=CHART&searchFilter={quote(children, safe='')}"
                              f"&orderByKey={quote('metrics.`acc/mean`', safe='')}&orderByAsc=false"}
+    if csv is not None:
+        pages["child_artifact_csv"] = f"{base}/runs/{child}/artifacts/{csv}{view}"
+    else:
+        print("child_artifact_csv: skipped (the child run has no CSV artifact; run the sweep with "
+              "mlflow.readable_trial_files=true for one)")
     tall = {"child_chart": 9000, "sweep_charts": 9000}
     try:
         wait_for_port(port, 120)

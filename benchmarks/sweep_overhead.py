@@ -61,7 +61,7 @@ def main(n_points: int = 40, repeats: int = 1, seeds_per_trial: str = "auto"):
             if t1 - t0 >= 0.8 * wall:
                 best = max(best, (busy1 - busy0) / max(total1 - total0, 1))
                 break
-    print(f"trials: {result['trials_run']} in {result['tune_trials']} Ray Tune trials  CPUs: {cpus}")
+    print(f"trials: {result.trials_run} in {result.tuner.tune_trials} Ray Tune trials  CPUs: {cpus}")
     print(f"Tuner wall time (Ray start-up excluded): {wall:.2f} s")
     print(f"summed fit time: {fit_total:.2f} s (mean {fit_total / len(runs):.3f} s per trial)")
     print(f"overhead per trial beyond the fit: {(wall * cpus - fit_total) / len(runs):.3f} s of a CPU "
