@@ -579,8 +579,9 @@ def settings(cfg: DictConfig, check_method: bool = True) -> Settings:
     data = data_spec(cfg.data)
     check_data_name(data.name)
     check_data_paths(data)
-    if data.builder == "files":  # scale=auto: the measured default for the method's input needs
+    if data.builder == "files":  # the scale applied, by name, in the data and in what runs record
         data = with_scale(data, method.solver.input_needs)
+        resolved = {**resolved, "data": data.resolved}
     seed = check_seed(cfg.get("seed", 0))
     sweep, ray = sweep_settings(cfg, method.name, data.name, base), ray_settings(cfg)
     if method.n_points * sweep.repeats > MAX_TRIALS:

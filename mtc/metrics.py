@@ -15,6 +15,7 @@ from scipy.optimize import linear_sum_assignment
 # scikit-learn's scorers are imported in the functions that use them: the report reads
 # METRIC_NAMES on the command line's rerun of a finished sweep, which skips scikit-learn (1.2 s).
 METRIC_NAMES = ("acc", "nmi", "nmi_max", "ari", "purity")
+UNMOVED = "unmoved"  # trial metric: 1 when every task's labels are its starting point's partition (validation.unmoved_tasks)
 
 
 def _check_pair(labels_true, labels_pred):

@@ -171,8 +171,7 @@ def plan_leaderboard(study_name: str, methods: list[str], overrides: list[str], 
                                  for sweep in added_for(method, templates, members)]
                         if only and not all(selected(plan.run, only) for plan in plans):
                             continue
-                        for plan in plans:
-                            check_plan(plan)
+                        plans = [check_plan(plan) for plan in plans]
                     except InputError as error:
                         not_run[where] = str(error).splitlines()[0]
                         continue

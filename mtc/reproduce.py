@@ -46,6 +46,9 @@ from mtc import CONF_DIR
 from mtc.cli import Composer, fail
 from mtc.config import method_configs, settings
 from mtc.errors import InputError
+from mtc.results.recommend import recommendation_sentence, recommendations
+from mtc.results.reading import NO_LABELS_BEST
+from mtc.results.report import CRITERIA, left_out_note
 from mtc.store import preflight, tracking
 from mtc.store import locks
 
@@ -185,18 +188,24 @@ def plan_study(study: Study, overrides: list[str], only: list[str], not_run: dic
                          "data=files 'data.params.paths=[t1.csv,t2.csv]' data.name=mine")
     if study.skip_unrunnable:
         not_run = {} if not_run is None else not_run
-        plans = []
-        for sweep in study.sweeps:
+        plans, methods = [], [sweep[0].removeprefix("method=") for sweep in study.sweeps]
+        given = {key.lstrip("+"): value for key, _, value in (o.partition("=") for o in overrides)}
+        data = {given.get("data"), given.get("data.name")} - {None}
+        unknown = [token for token in only if token not in {*methods, *data, *(f"{m}-{d}" for m in methods for d in data)}]
+        if unknown:
+            raise InputError(f"study {study.name!r}: --only {' '.join(unknown)} names no method of the study, nor its "
+                             f"data ({', '.join(sorted(data))}) or a sweep (<method>-<data>); its methods: "
+                             f"{', '.join(methods)}")
+        for method, sweep in zip(methods, study.sweeps):
             try:
                 [plan] = plan_study(replace(study, sweeps=(sweep,), skip_unrunnable=False), overrides, [])
-                check_plan(plan)
                 if selected(plan.run, only):
-                    plans.append(plan)
-            except InputError as error:
-                not_run[sweep[0].removeprefix("method=")] = str(error).splitlines()[0]
+                    plans.append(check_plan(plan))
+            except InputError as error:  # a token that is no method names the data or a sweep: every method's
+                if not only or method in only or set(only) - set(methods):
+                    not_run[method] = "; ".join(str(error).splitlines())
         if not plans:
-            raise InputError(f"study {study.name!r}: no method can run on this data: "
-                             + "; ".join(f"{method}: {why}" for method, why in not_run.items()))
+            raise InputError(f"study {study.name!r}: no method can run on this data: {grouped_reasons(not_run)}")
         mark_shared_fits(plans)
         return plans
     runs, names, compose = [], {}, Composer()
@@ -216,6 +225,18 @@ def plan_study(study: Study, overrides: list[str], only: list[str], not_run: dic
     plans = [plan_sweep(run, provenance=provenance) for run in runs]
     mark_shared_fits(plans)
     return plans
+
+
+def grouped_reasons(not_run: dict[str, str]) -> str:
+    """``not_run`` (method -> why) with the methods of one reason together, each reason once:
+    "every method: <why>" when one reason holds for all (a file problem, said once)."""
+    by_reason: dict[str, list[str]] = {}
+    for method, why in not_run.items():
+        by_reason.setdefault(why, []).append(method)
+    if len(by_reason) == 1:
+        return f"every method: {next(iter(by_reason))}" if len(not_run) > 1 else \
+            f"{next(iter(not_run))}: {next(iter(by_reason))}"
+    return "; ".join(f"{', '.join(methods)}: {why}" for why, methods in by_reason.items())
 
 
 def finished_counts(plans: list) -> dict[str, int]:
@@ -241,16 +262,14 @@ def finished_counts(plans: list) -> dict[str, int]:
     return counts
 
 
-def check_unfinished(plans: list) -> dict[str, int]:
-    """finished_counts, once every sweep with a trial left to run passed check_plan (its data
-    loads, its trials fit in memory): what running it needs, found before anything is created."""
+def check_unfinished(plans: list) -> tuple[list, dict[str, int]]:
+    """The plans, every sweep with a trial left to run checked by check_plan (its data loads, its
+    trials fit in memory; the grid points that cannot fit the data left out), and finished_counts:
+    what running them needs, found before anything is created."""
     from mtc.sweep.driver import check_plan
 
-    counts = finished_counts(plans)
-    for plan in plans:
-        if counts[plan.name] < len(plan.trials):
-            check_plan(plan)
-    return counts
+    counts = finished_counts(plans)  # a left-out point has no finished run: the counts hold for the checked plans
+    return [check_plan(plan) if counts[plan.name] < len(plan.trials) else plan for plan in plans], counts
 
 
 def calibration_seconds(plan) -> tuple[float, float, float]:
@@ -326,7 +345,7 @@ def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
     cannot run (``not_run``) and the compares."""
     from mtc.sweep.shared_fits import fits_read
 
-    counts = check_unfinished(plans)
+    plans, counts = check_unfinished(plans)
     stored = stored_fit_seconds(plans) if estimate else {}
     read = fits_read(plans)
     width = max(len(plan.name) for plan in plans)
@@ -351,7 +370,7 @@ def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
                 source += f", {read[plan.name]} trials read the fits of another sweep"
             total_seconds += seconds
             line += f"  about {duration(seconds)} ({source})"
-        print(line)
+        print(line + (f"; {left_out_note(plan.unrunnable, bold='')}" if plan.unrunnable else ""))
     total = sum(len(plan.trials) for plan in plans)
     left = total - sum(counts.values())
     print(f"study {study.name}: {len(plans)} sweeps, {total} trials, {left} to run "
@@ -361,7 +380,7 @@ def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
              "and the reports come on top)" if estimate and left else ""))
     for method, why in (not_run or {}).items():
         print(f"cannot run: {method}: {why}")
-    for spec in ([] if only else study.compares):
+    for spec in kept_compares(study, only):
         print(f"compare -> {compare_folder(spec, plans[0].run)} ({spec.metric}): "
               f"{' '.join(compared_benchmarks(spec, plans[0].run))}")
 
@@ -407,7 +426,7 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
     worker_env = preflight.process_env()
     first = replace(first, ray=replace(first.ray, address=preflight.check_ray(first.ray.address)))  # auto: the cluster checked
     preflight.check_tracking(first.tracking.uri)
-    check_unfinished(plans)
+    plans, _ = check_unfinished(plans)
     for plan in plans:
         plan.output_dir.mkdir(parents=True, exist_ok=True)
     outcome = {"ran": [], "finished": [], "ray_started": False, "compared": []}
@@ -430,8 +449,8 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
         print(f"study {study.name}: {len(plans)} sweeps, {len(outcome['finished'])} finished, {len(todo)} to run"
               + (f"; {shared} of their trials are a fit that another sweep of the study has too (fitted once)"
                  if shared else ""))
-        for plan in todo:  # checked above unless its runs changed since (another driver): cheap when loaded
-            check_plan(plan)
+        # checked above unless its runs changed since (another driver): cheap when loaded
+        todo = [check_plan(plan) for plan in todo]
         if not todo:
             remove_dead_drivers_ray_folders()  # as a study that starts Ray does: a killed driver's agents go
         if todo:
@@ -478,10 +497,7 @@ def drive_study(study: Study, plans: list, force_compare: bool, compare_root: Pa
                             continue
                         except BaseException as error:
                             raise leave([o for o in opened[i:] if o.plan.name not in reported], error) from None
-                        best = result.best.get("acc") or result.best.get("objective")
-                        print(f"{sweep.plan.name}: {len(sweep.plan.trials)} trials, " + (
-                            "collapsed: every trial degenerate" if best is None else f"best `{best.point}` "
-                            + (f"acc {best.mean['acc/mean']:.4f}" if "acc/mean" in best.mean else "")))
+                        print(sweep_line(sweep.plan, result))
                         outcome["ran"].append(sweep.plan.name)
                     every_sweep_ended = True
             except KeyboardInterrupt as error:  # Ray stopping once every sweep was reported
@@ -517,6 +533,31 @@ def study_locks(plans: list, tracking_uri: str):
                                            locks.driver_message(plan.name, plan.output_dir)))
         stack.enter_context(locks.store_lock(tracking_uri))
         yield
+
+
+def sweep_line(plan, result) -> str:
+    """A study's line on one finished sweep: its trials, those not in its answer (failed,
+    degenerate, never moved; grid points left out before Ray), and its chosen point with the
+    score that chose it: accuracy with labels, else the silhouette (as compare ranks)."""
+    summaries = result.summaries
+    counts = {"failed": sum(s.n_failed for s in summaries), "degenerate": sum(s.n_degenerate for s in summaries),
+              "never moved": sum(s.n_unmoved for s in summaries)}
+    held = [f"{count} {what}" for what, count in counts.items() if count]
+    held += [f"{len(plan.unrunnable)} grid points left out (cannot fit the data)"] if plan.unrunnable else []
+    line = f"{plan.name}: {len(plan.trials)} trials" + (f" ({', '.join(held)})" if held else "")
+    selection = "acc" if "acc" in result.best else NO_LABELS_BEST
+    chosen = result.best.get(selection)
+    if chosen is None:
+        return f"{line}, no point chosen: every trial degenerate"
+    key = CRITERIA[selection][0]
+    return f"{line}, best by {key.split('/')[0]} `{chosen.point}` {chosen.mean[key]:.4f}"
+
+
+def kept_compares(study: Study, only: list[str]) -> tuple:
+    """The compares a run with ``--only`` writes: a study of command-line data (every_method) keeps
+    its folder, which ranks every method of the store on that data; a paper's study writes none,
+    since its folders are the papers' whole tables."""
+    return tuple(study.compares) if not only or study.data_from_command_line else ()
 
 
 def compare_folder(spec: CompareSpec, run) -> str:
@@ -560,6 +601,8 @@ def run_compares(study: Study, run, root: Path, not_run: dict[str, str] | None =
         notes = result["comparison"].notes
         print(f"compared {len(result['comparison'].sweeps)} sweeps into {out} in {time.perf_counter() - start:.1f} s"
               + (f" ({len(notes)} notes in compare.md)" if notes else ""))
+        for found in recommendations(result["comparison"].sweeps):
+            print(f"answer on {recommendation_sentence(found)}")
         written.append(out)
     return written
 
@@ -577,7 +620,8 @@ def run(study: str, *overrides: str, only: tuple[str, ...] = (), compare_root: s
         Hydra overrides for every sweep, e.g. ``"data=files"``, ``"data.params.paths=[a.csv,b.csv]"``,
         ``"data.name=mine"``, ``"sweep.repeats=3"``.
     only : tuple of str
-        Only the sweeps of these methods, labels, data configs or sweep names (no compare).
+        Only the sweeps of these methods, labels, data configs or sweep names (a paper's study
+        then writes no compare; a study of command-line data keeps its compare folder).
     compare_root : str or Path
         The folder the compare folders are relative to.
 
@@ -597,7 +641,7 @@ def run(study: str, *overrides: str, only: tuple[str, ...] = (), compare_root: s
     loaded = load_study(study)
     not_run: dict[str, str] = {}
     plans = plan_study(loaded, list(overrides), list(only), not_run)
-    outcome = run_study(replace(loaded, compares=() if only else loaded.compares), plans, compare_root=Path(compare_root),
+    outcome = run_study(replace(loaded, compares=kept_compares(loaded, only)), plans, compare_root=Path(compare_root),
                         keep_ray=True, not_run=not_run)
     return {**outcome, "not_run": not_run}
 
@@ -662,12 +706,14 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("study", help="a study in conf/study (mtcmrl, mtcfir, smtnmf, aaai13, spmtc, all) or a YAML path")
     parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their trials and what is finished")
     parser.add_argument("--only", nargs="+", default=[],
-                        help="only the sweeps of these methods, labels, data configs or sweep names (no compare)")
+                        help="only the sweeps of these methods, labels, data configs or sweep names (a paper's study then "
+                             "writes no compare; every_method keeps its compare folder)")
     parser.add_argument("--no-estimate", action="store_true",
                         help="with --dry-run: no calibration fit per sweep, so no estimated time")
-    parser.add_argument("--with", dest="with_methods", metavar="METHOD[,METHOD...]",
+    parser.add_argument("--with", dest="with_methods", metavar="METHOD[,METHOD...]", action="append",
                         help="the leaderboard: these method configs (or all) under every protocol of the study's "
-                             "papers, beside the papers' methods and published numbers (mtc.protocols)")
+                             "papers, beside the papers' methods and published numbers (mtc.protocols); given "
+                             "twice, the methods of both")
     parser.add_argument("--out", type=Path, help="with --with: the leaderboard folder (default: "
                                                  "leaderboard_<study>_<methods> under --compare-root)")
     parser.add_argument("--compare", action="store_true", help="regenerate the compare folders even if no sweep ran")
@@ -678,9 +724,14 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     # method, label or data name holds "=") are overrides, not names
     overrides += [token for token in args.only if "=" in token]
     args.only = [token for token in args.only if "=" not in token]
-    bad = [arg for arg in overrides if "=" not in arg]
-    if bad:
-        parser.error(f"not a Hydra override (key=value): {' '.join(bad)}")
+    # the study is the one token without "=", wherever it stands among the overrides
+    tokens = [args.study, *overrides]
+    names = [token for token in tokens if "=" not in token]
+    if len(names) != 1:
+        fail(InputError(f"one study and Hydra overrides (key=value), got {len(names)} names: {' '.join(names)}"
+                        if names else "no study named, only overrides (key=value)"))
+    args.study, overrides = names[0], [token for token in tokens if "=" in token]
+    args.with_methods = ",".join(args.with_methods) if args.with_methods else None
     return args, overrides
 
 
@@ -725,7 +776,7 @@ def main(argv: list[str] | None = None) -> None:
                 return
             for method, why in not_run.items():
                 print(f"cannot run: {method}: {why}")
-            outcome = run_study(replace(study, compares=() if args.only else study.compares), plans,
+            outcome = run_study(replace(study, compares=kept_compares(study, args.only)), plans,
                                 args.compare, args.compare_root, not_run=not_run)
     except InputError as error:
         fail(error)

@@ -16,7 +16,7 @@ from mtc.config import Trial, reserved_params
 from mtc.fitted import SHARED_FIT_STEP, Fitted
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.validation import DegenerateFitWarning
-from mtc.metrics import METRIC_NAMES, clusters_in_class_order, cosine_silhouette, score_task
+from mtc.metrics import METRIC_NAMES, UNMOVED, clusters_in_class_order, cosine_silhouette, score_task
 from mtc.numerics.cache import Cache, blas_threads, library_versions
 from mtc.numerics.heap import keep_freed_memory
 from mtc.record import LabelledMatrix
@@ -227,6 +227,8 @@ def run_trial(dataset: MultiTaskDataset, prototype: MultiTaskClusterer, trial: T
         metrics["fit_read"] = float(read)  # 1: another sweep's trial kept this fit (its fit_seconds is the reading)
     for name, value in record.scalars.items():
         metrics.update(scalar_metrics(name, value, names))
+    if "unmoved" in record.scalars:  # 1: every task's labels are its starting point's partition
+        metrics[UNMOVED] = float(np.all(record.scalars["unmoved"]))
     traces = {key: values for name, trace in record.traces.items() for key, values in trace_metrics(name, trace, names).items()}
     namer = AxisNamer(dataset, labels)
     matrices = {name: namer.name(matrix) for name, matrix in with_reference_matrices(record.matrices, dataset).items()}

@@ -91,7 +91,7 @@ def test_cells_are_the_child_runs_means_and_stds(store, compared):
     out, _ = compared
     cells = pd.read_csv(out / "cells.csv")
     assert list(cells.columns) == ["benchmark", "method", "task", "metric", "selection", "point", "mean", "std", "n",
-                                   "degenerate", "paper_mean", "paper_std", "paper_table"]
+                                   "degenerate", "unmoved", "paper_mean", "paper_std", "paper_table"]
     best = cells[(cells.selection == "acc") & (cells.metric == "acc")].set_index(["method", "task"]).sort_index()
     expected = child_values(uri).groupby(["method", "task"]).value.agg(["mean", "std", "size"]).sort_index()
     assert list(best.index) == list(expected.index) and len(expected) == 3 * 4  # 3 methods x (3 tasks + mean)

@@ -165,8 +165,9 @@ def test_a_second_study_from_python_reuses_the_processes_ray(breast_cancer, tmp_
     try:
         first = reproduce.run(OWN_DATA_STUDY, *files_overrides(breast_cancer, ["t1.csv", "t2.csv"],
                                                                "data.params.label_column=label"),
-                              "sweep.repeats=1", *store, only=("kmeans",))
+                              "sweep.repeats=1", *store, only=("kmeans",), compare_root=tmp_path)
         assert first["ray_started"] and ray.is_initialized()
+        assert first["compared"] == [(tmp_path / "compare_bc").resolve()]  # --only keeps own data's compare folder
         node = ray.get_runtime_context().get_node_id()
         mtc.sweep.run("kmeans", "synthetic", "sweep.repeats=1", *store)
         assert ray.is_initialized() and ray.get_runtime_context().get_node_id() == node

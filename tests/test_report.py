@@ -30,7 +30,8 @@ def test_markdown_labels_both_selections_and_counts_failures(records):
     text = report_markdown("demo", summarize(records), ["a"])
     assert "uses labels" in text and "without labels" in text
     assert "| a | 0.8000 ± 0.1414 |" in text
-    assert "1 trial(s) failed" in text
+    assert "**1 of 5 trials failed**" in text
+    assert text.index("trials failed") < text.index("uses labels")  # said before the chosen points
     assert grid_csv(summarize(records)).splitlines()[0].startswith("point,n_runs,n_failed,n_degenerate,acc/a mean")
 
 
@@ -123,6 +124,8 @@ def test_without_labels_the_report_says_so_and_shows_the_label_free_choices_only
 
 samples per task: t 4
 
+**1 of 5 trials failed**; their errors are on the MLflow child runs (tag mtc.error).
+
 {NO_LABELS}
 
 ## grid points chosen without labels
@@ -141,8 +144,6 @@ samples per task: t 4
 | t | 0.3000 ± 0.1414 |
 | mean | 0.3000 ± 0.1414 |
 
-
-**1 trial(s) failed**; their errors are on the MLflow child runs (tag mtc.error).
 """
     assert NO_LABELS == ("The data has no labels (no accuracy, NMI, ARI or purity): grid points are chosen by the "
                          "label-free criteria only.")

@@ -183,6 +183,28 @@ def test_the_workers_keep_the_k_means_labels_of_their_seedings_as_files(finished
             np.testing.assert_array_equal(labels, logged[f"labels/{task}"])
 
 
+def test_failed_trials_are_counted_wherever_the_sweep_is_read(finished_sweep):
+    """Nothing hidden: the parent's failed_trials metric, trials()'s warning and its listing on
+    request (status and outcome), and compare's overview all count the 2 failed trials."""
+    import mtc.results
+    from mtc.results.compare import compare
+    from mtc.results.frames import TrialsLeftOutWarning
+
+    _, tmp, result, client = finished_sweep
+    parent = client.get_run(result.parent_run_id)
+    assert parent.data.metrics["failed_trials"] == 2
+    assert parent.data.tags["mtc.answer"].startswith("by accuracy: fail=False,shift=1.0 (acc/mean 1.0000)")
+    with pytest.warns(TrialsLeftOutWarning, match=r"2 trials not FINISHED left out \(FAILED 2\)"):
+        finished = mtc.results.trials(result.tracking_uri, sweep=result.parent_run_id)
+    assert len(finished) == 2 and finished.attrs["left_out"] == {"FAILED": 2}
+    every = mtc.results.trials(result.tracking_uri, sweep=result.parent_run_id, finished_only=False)
+    assert sorted(every.outcome) == ["answer", "answer", "failed", "failed"]
+    compare(result.tracking_uri, "mtc", tmp / "compare_failed", log=False)
+    text = (tmp / "compare_failed" / "compare.md").read_text()
+    assert "2 failed trial(s) and 0 grid point(s) left out before Ray" in text
+    assert "| synthetic | toy | 2 | 0 |" in text
+
+
 def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     _, tmp, result, client = finished_sweep
     failed = [r for r in children(client, result) if r.info.status == "FAILED"]
@@ -191,7 +213,7 @@ def test_failing_trials_are_recorded_and_do_not_stop_the_sweep(finished_sweep):
     best = result.best["acc"]
     assert best.point == "fail=False,shift=1.0" and best.n_runs == 2 and best.mean["acc/mean"] == 1.0
     report = (tmp / "outputs" / "toy-synthetic" / "report.md").read_text()
-    assert "2 trial(s) failed" in report and "| task0 | 1.0000 ± 0.0000 |" in report
+    assert "**2 of 4 trials failed**" in report and "| task0 | 1.0000 ± 0.0000 |" in report
     parent_artifacts = {a.path for a in client.list_artifacts(result.parent_run_id)}
     assert {"report.md", "grid.csv", "convergence_best_by_acc.png", "convergence_best_by_objective.png"} <= parent_artifacts
     parent = client.get_run(result.parent_run_id)

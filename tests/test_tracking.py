@@ -134,6 +134,16 @@ def test_the_printed_links_open_the_runs_in_model_training_mode():
            "--backend-store-uri sqlite:////x/mlflow.db" in text
     assert tracking.links("http://h:5000", "3", "abc", "acc/mean").splitlines()[1] == \
         "MLflow parent run: http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
+    assert "(another port: set MTC_MLFLOW_UI=http://127.0.0.1:<port>)" in text
+
+
+def test_the_printed_links_use_the_address_of_the_users_mlflow_ui(monkeypatch):
+    """mlflow ui on another port: MTC_MLFLOW_UI names it, every link and the command use it."""
+    monkeypatch.setenv("MTC_MLFLOW_UI", "http://127.0.0.1:5123/")
+    lines = tracking.links("sqlite:////x/mlflow.db", "3", "abc", "acc/mean").splitlines()
+    assert lines[0] == ("MLflow runs: http://127.0.0.1:5123/#/experiments/3/runs?workflowType=machine_learning after: "
+                        "mlflow ui --backend-store-uri sqlite:////x/mlflow.db --port 5123")
+    assert all("http://127.0.0.1:5123/#/experiments/3/runs" in line for line in lines)
 
 
 def store_contents(db) -> tuple:

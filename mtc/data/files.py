@@ -39,7 +39,7 @@ import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from mtc.data.scaling import AUTO, check_scale, default_scale, scaled
+from mtc.data.scaling import AUTO, check_scale, resolved_scale, scaled
 from mtc.data.sources import resolved
 from mtc.data.text import binary_reason, not_a_regular_file, special_file, vectorize_tasks
 from mtc.errors import InputError
@@ -531,8 +531,9 @@ def build_files(paths: list[str], *, task_column: str | None = None, label_colum
     scale : str, default="auto"
         What is done to the features of tables and arrays (mtc.data.scaling.SCALES); ``auto``:
         the measured default for a method that takes any input (a sweep replaces ``auto`` by
-        the default for its method's input needs before it loads). Text folders take ``auto``
-        or ``none`` only: their pipeline already gives tf-idf rows of unit norm.
+        the default for its method's input needs before it loads). Text folders are scaled by
+        ``text``'s settings: ``auto`` or the scale those give (mtc.data.scaling.text_scale,
+        ``tfidf`` by default), nothing else.
     scale_fit : {"pooled", "per_task"}, default="pooled"
         What a column scaler is fitted on: every task's rows together, or each task's own.
 
@@ -581,15 +582,13 @@ def build_files(paths: list[str], *, task_column: str | None = None, label_colum
                          f"({', '.join(map(str, folders))}); give folders of documents or feature files, not both")
     meta = {"builder": "files"}
     if folders:
-        if scale not in (AUTO, "none"):
-            raise InputError(f"data.params.scale={scale}: text folders are vectorised by their own pipeline (tf-idf, "
-                             f"rows of unit norm; data.params.text); leave scale at auto or none")
+        scale = resolved_scale(scale, text=text, text_folders=True)
         parts, text_meta = text_parts(read, text or {}, drop_empty)
-        meta.update(text_meta, scale="text pipeline (tf-idf, unit rows)", scale_fit="pooled")
+        meta.update(text_meta, scale=scale, scale_fit="pooled")
     else:
         read = align_svmlight(read)
         raise_problems(alignment_problems(read))
-        scale = default_scale(()) if scale == AUTO else scale
+        scale = resolved_scale(scale)
         check_scale(scale, scale_fit, [c.X for c in read.values()])
         parts = file_parts(read)
         meta.update(scale=scale, scale_fit=scale_fit, notes=label_like_note(read, label_column))

@@ -24,8 +24,10 @@ either way.
 
 ``auto`` (the default of ``data=files``) is replaced, before anything loads, by the measured
 default for the method's input needs (``DEFAULT_SCALE``; docs/results/scaling_study.md, made by
-``benchmarks/scale_study.py``). Text folders are vectorised by their own pipeline (tf-idf, unit
-rows: conf/text) and take no other scale.
+``benchmarks/scale_study.py``). Text folders are vectorised by their own pipeline
+(``data.params.text``, conf/text): ``auto`` names what its settings do, by the names above
+(``text_scale``: ``tfidf`` by default), and any other scale is refused, since it would not be
+applied. Whatever ``auto`` becomes is what a run records (``resolved_scale``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,36 @@ def transformer(scale: str, sparse: bool = False):
 def default_scale(input_needs) -> str:
     """The measured default scale for a method with these input needs (``input_needs``)."""
     return DEFAULT_SCALE["non_negative" if "non_negative" in input_needs else "any"]
+
+
+def text_scale(text: dict | None) -> str:
+    """What the text pipeline's settings (``data.params.text``) do to the term counts, by the
+    names of SCALES: tf-idf with unit rows is ``tfidf``, counts with unit rows ``l2``, raw counts
+    ``none``; tf-idf without unit rows has no such name and is said in words."""
+    text = text or {}
+    tfidf, unit_rows = bool(text.get("tfidf", True)), bool(text.get("l2_normalize", True))
+    return {(True, True): "tfidf", (False, True): "l2", (False, False): "none",
+            (True, False): "tfidf without unit rows"}[tfidf, unit_rows]
+
+
+def resolved_scale(scale: str, input_needs=(), text: dict | None = None, text_folders: bool = False) -> str:
+    """The scale that is applied, by name: ``auto`` of a table becomes the measured default for
+    the input needs (default_scale); text folders are scaled by their pipeline's settings
+    (text_scale), so ``auto`` names those and any other value is refused.
+
+    Raises
+    ------
+    InputError
+        A scale for text folders other than ``auto`` or the one their settings give.
+    """
+    if not text_folders:
+        return default_scale(input_needs) if scale == AUTO else scale
+    applied = text_scale(text)
+    if scale not in (AUTO, applied):
+        raise InputError(f"data.params.scale={scale}: text folders are scaled by their vectoriser's settings "
+                         f"(data.params.text), which give {applied}; leave scale at auto, or set data.params.text "
+                         f"(tfidf=false: counts; l2_normalize=false: rows as counted)")
+    return applied
 
 
 def check_scale(scale: str, scale_fit: str, matrices: list) -> None:

@@ -27,7 +27,8 @@ from mtc.data import (
     load_dataset,
     remembered_hash,
 )
-from mtc.data.scaling import AUTO, default_scale
+from mtc.data.scaling import AUTO, resolved_scale
+from mtc.data.sources import resolved as resolved_path
 from mtc.errors import InputError
 from mtc.tasks import MultiTaskDataset
 
@@ -105,12 +106,21 @@ def say_notes(name: str, notes) -> None:
 
 
 def with_scale(spec: DataSpec, input_needs) -> DataSpec:
-    """``data.params.scale=auto`` of the user's files (``data=files``) replaced by the measured default for a
-    method with ``input_needs`` (mtc.data.scaling.default_scale), in the params that key the
-    cache and in the resolved config that runs record; any other spec as it is."""
-    if spec.params.get("scale", AUTO) != AUTO:
+    """The user's files (``data=files``) with the scale that will be applied to them, by name
+    (mtc.data.scaling.resolved_scale): ``auto`` of tables becomes the measured default for a
+    method with ``input_needs``, of text folders what their vectoriser's settings do, in the
+    params that key the cache and in the resolved config that runs record.
+
+    Raises
+    ------
+    InputError
+        A scale that text folders would not apply.
+    """
+    folders = any(resolved_path(str(path)).is_dir() for path in spec.params.get("paths") or ())
+    scale = resolved_scale(spec.params.get("scale", AUTO), input_needs, spec.params.get("text"), folders)
+    if scale == spec.params.get("scale"):
         return spec
-    params = {**spec.params, "scale": default_scale(input_needs)}
+    params = {**spec.params, "scale": scale}
     return replace(spec, params=params, resolved={**spec.resolved, "params": params})
 
 

@@ -16,9 +16,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_fit_memory
 from mtc.methods.validation import (check_n_clusters, check_objective_finite, check_solver_takes, check_tasks,
-                                   degenerate_tasks, warn_degenerate)
+                                   degenerate_tasks, unmoved_tasks, warn_degenerate)
 from mtc.numerics.affinity import AFFINITIES
 from mtc.numerics.convergence import STOPPING_RULES, SingleFit, summed_traces
 from mtc.numerics.snmf import UPDATE_RULES
@@ -61,18 +62,33 @@ class MultiTaskClusterer(ClusterMixin, BaseEstimator):
     # problem): tasks on scales too far apart are then refused (check_task_scales).
     relates_tasks = True
 
+    def cannot_fit(self, shapes: Shapes) -> str | None:
+        """Why these parameters cannot fit data of ``shapes`` (mtc.methods.memory.Shapes: samples
+        and clusters per task, features), known before a fit runs, or None when they can (the
+        default). fit refuses such data with this reason; a sweep leaves such grid points out
+        before Ray starts and says which and why (mtc.sweep.driver.runnable)."""
+        return None
+
     def fit(self, tasks, y=None):
         """Fit on a list of task matrices (rows = samples, one shared feature space)."""
         self._validate_params()
         matrices = check_tasks(tasks)
         check_solver_takes(type(self), matrices)
         n_clusters = check_n_clusters(self.n_clusters, matrices, type(self).__name__, self.equal_clusters_reason)
-        check_fit_memory(self, Shapes.of(matrices, n_clusters))  # refused in one line before it allocates
+        shapes = Shapes.of(matrices, n_clusters)
+        problem = self.cannot_fit(shapes)
+        if problem:
+            raise InputError(problem)
+        check_fit_memory(self, shapes)  # refused in one line before it allocates
         self.record_ = FitRecord()
+        self.__dict__.pop("start_labels_", None)  # set by a fit that starts from labels
         self._fit(matrices, n_clusters, np.random.default_rng(self.random_state))
         check_objective_finite(type(self).__name__, self.objective_trace_, matrices)
         self.degenerate_ = self._degenerate_tasks(n_clusters)
         self.record_.scalars["degenerate"] = self.degenerate_.astype(float)  # metrics degenerate/<task>
+        starts = getattr(self, "start_labels_", None)
+        if starts is not None and len(starts) == len(self.labels_):  # metrics unmoved/<task>
+            self.record_.scalars["unmoved"] = unmoved_tasks(self.labels_, starts).astype(float)
         warn_degenerate(type(self).__name__, self.degenerate_, self.labels_, n_clusters)
         return self
 
@@ -99,6 +115,8 @@ class PerTaskClusterer(MultiTaskClusterer):
 
     def _store(self, fits: list[SingleFit]):
         self.labels_ = [fit.labels for fit in fits]
+        if all(fit.start_labels is not None for fit in fits):
+            self.start_labels_ = [fit.start_labels for fit in fits]
         self.task_objective_traces_ = [np.asarray(fit.trace, float) for fit in fits]
         self.objective_trace_ = summed_traces(self.task_objective_traces_)
         self.n_iter_ = max(fit.n_iter for fit in fits)
@@ -133,6 +151,8 @@ class PooledClusterer(PerTaskClusterer):
         fit = self._fit_one(stack_rows(matrices), max(n_clusters), rng)
         self._store([fit])
         self.labels_ = split_rows(fit.labels, row_counts(matrices))
+        if fit.start_labels is not None:
+            self.start_labels_ = split_rows(fit.start_labels, row_counts(matrices))
 
     def _degenerate_tasks(self, n_clusters: list[int]) -> np.ndarray:
         """The pooled problem is asked for max_t k_t clusters of the union, not k_t per task: a

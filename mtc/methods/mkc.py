@@ -449,6 +449,7 @@ class MKC(MultiTaskClusterer):
         kernel_key = self._kernel_key(matrices)
         kernel = self._union_kernel(matrices, kernel_key)
         Z = self._initial_indicators(matrices, n_clusters, rng)
+        self.start_labels_ = [Zt.argmax(axis=1) for Zt in Z]
         path = self._path_key(kernel_key, Z, n_clusters)
         if path is None:
             return self._store(kernel, self._iterate(kernel, Z, n_clusters, []))

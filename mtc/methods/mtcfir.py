@@ -21,7 +21,6 @@ import numpy as np
 from sklearn.preprocessing import normalize
 from sklearn.utils._param_validation import Interval
 
-from mtc.errors import InputError
 from mtc.methods.base import AT_LEAST_ONE, NON_NEGATIVE, SNMF_UPDATE, STOPPING, MultiTaskClusterer
 from mtc.numerics.affinity import cosine_operator
 from mtc.numerics.cache import Cache, cached, fingerprint
@@ -124,11 +123,18 @@ class MTCFIR(MultiTaskClusterer):
         self.cache = cache
         self.random_state = random_state
 
+    def cannot_fit(self, shapes):
+        for t, (n, l) in enumerate(zip(shapes.n, self._neighbours(shapes.n, shapes.k))):
+            if l > n - 2:
+                return f"task {t}: l = ceil(neighbour_ratio n_t / k_t) = {l} needs more than {n} samples"
+        return None
+
+    def _neighbours(self, sizes, n_clusters) -> list[int]:
+        """l_t per task (Sec. 4.3): ceil(neighbour_ratio n_t / k_t), at least 1."""
+        return [max(1, math.ceil(self.neighbour_ratio * n / k)) for n, k in zip(sizes, n_clusters)]
+
     def _fit(self, matrices, n_clusters, rng):
-        neighbours = [max(1, math.ceil(self.neighbour_ratio * X.shape[0] / k)) for X, k in zip(matrices, n_clusters)]
-        for t, (X, l) in enumerate(zip(matrices, neighbours)):
-            if l > X.shape[0] - 2:
-                raise InputError(f"task {t}: l = ceil(neighbour_ratio n_t / k_t) = {l} needs more than {X.shape[0]} samples")
+        neighbours = self._neighbours([X.shape[0] for X in matrices], n_clusters)
         self.mmd_before_ = mean_embedding_mmd(matrices)
         if self.common_features:  # step 1
             stacked = stack_rows(matrices)
@@ -152,9 +158,11 @@ class MTCFIR(MultiTaskClusterer):
         for t, M in enumerate(similarities):  # step 3
             start = features[t] if seeding[t] is None else seeding[t]  # the same k-means labels (kmeans_coordinates)
             Y0 = initial_indicator(start, n_clusters[t], rng, cache=self.cache)  # labels shared by the grid
+            start_labels = Y0.argmax(axis=1)  # before snmf, which may update Y0 in place
             _, fit = snmf(M, Y0, update=self.update, stopping=self.stopping, tol=self.tol, max_iter=self.max_iter)
-            fits.append(fit)
+            fits.append(fit._replace(start_labels=start_labels))
         self.labels_ = [fit.labels for fit in fits]
+        self.start_labels_ = [fit.start_labels for fit in fits]
         self.objective_trace_ = summed_traces([np.asarray(fit.trace) for fit in fits])
         self.n_iter_ = max(fit.n_iter for fit in fits)
         self.converged_ = all(fit.converged for fit in fits)

@@ -335,6 +335,7 @@ class MTCMRL(MultiTaskClusterer):
         self._products = {}  # task -> (Y, W, M Y, X W) of the last Y step, see _task_terms
         self.Y_ = [initial_indicator(X if C is None else C, k, rng, cache=self.cache)  # k-means on exact coordinates
                    for X, C, k in zip(matrices, seeding, n_clusters)]
+        self.start_labels_ = [Y.argmax(axis=1) for Y in self.Y_]
         if row_space:
             self.W_ = [np.repeat(space.ones[:, None], k, axis=1) for k in n_clusters]
         else:

@@ -93,9 +93,10 @@ class SymmetricNMF(PerTaskClusterer):
         if problem := route_problem(self.affinity, self.route):
             raise InputError(problem)
         M = route_affinity(X, self.affinity, self.kernel_width, self.route, self.n_neighbors)
-        _, fit = snmf(M, initial_indicator(X, k, rng), update=self.update,
-                      stopping=self.stopping, tol=self.tol, max_iter=self.max_iter)
-        return fit
+        start = initial_indicator(X, k, rng)
+        start_labels = start.argmax(axis=1)  # before snmf, which may update its start in place
+        _, fit = snmf(M, start, update=self.update, stopping=self.stopping, tol=self.tol, max_iter=self.max_iter)
+        return fit._replace(start_labels=start_labels)
 
 
 class PooledSymmetricNMF(PooledClusterer, SymmetricNMF):

@@ -95,7 +95,6 @@ import scipy.sparse as sp
 from scipy.stats import spearmanr
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from mtc.errors import InputError
 from mtc.methods.base import NON_NEGATIVE, POOLED_ATTRIBUTES, MultiTaskClusterer, PerTaskClusterer, PooledClusterer
 from mtc.numerics.affinity import sparse_times_rows, takes_matvecs
 from mtc.numerics.cache import Cache, cached, fingerprint
@@ -161,6 +160,12 @@ def _has_converged(previous: float, current: float, rule: str, tol: float) -> bo
     if rule == "absolute":  # tFlag 0
         return abs(current - previous) <= tol
     return False  # tFlag 3: run max_iter
+
+
+def components_problem(n_components: int, d: int) -> str | None:
+    """Why a subspace of ``n_components`` dimensions cannot be taken in ``d`` features (W is
+    d x l with orthonormal columns, Eq. 7's constraint W'W = I), or None."""
+    return f"n_components={n_components} exceeds the {d} features" if n_components > d else None
 
 
 class LSSMTC(MultiTaskClusterer):
@@ -256,10 +261,11 @@ class LSSMTC(MultiTaskClusterer):
         self.random_state = random_state
 
     # --- set-up ----------------------------------------------------------------------------
+    def cannot_fit(self, shapes):
+        return components_problem(self.n_components, shapes.d)
+
     def _setup(self, matrices, n_clusters, rng):
         d = matrices[0].shape[1]
-        if self.n_components > d:
-            raise InputError(f"n_components={self.n_components} exceeds the {d} features")
         self._X = [sp.csr_matrix(X) for X in matrices]
         self._X_by_columns = [X.tocsc() if self._product_route == "shared" and X.has_canonical_format else X
                               for X in self._X]
@@ -896,6 +902,9 @@ class ASI(PerTaskClusterer):
         self.eps = eps
         self.cache = cache
         self.random_state = random_state
+
+    def cannot_fit(self, shapes):
+        return components_problem(self.n_components, shapes.d)
 
     def _fit_one(self, X, k, rng):
         fit = LSSMTC(n_clusters=k, n_components=self.n_components, lambda_=0.0, w_update=self.w_update,

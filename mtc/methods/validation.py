@@ -163,6 +163,20 @@ def degenerate_tasks(labels: list, n_clusters: list[int]) -> np.ndarray:
     return np.array([np.unique(np.asarray(pred)).size < k for pred, k in zip(labels, n_clusters)])
 
 
+def unmoved_tasks(labels: list, start_labels: list) -> np.ndarray:
+    """Per task, whether its labels are the partition its starting point gave (the same
+    clusters, whatever their numbering): the fit did not move from its start (k-means + 0.2),
+    and its answer is the start's, not the method's."""
+    return np.array([same_partition(np.asarray(a), np.asarray(b)) for a, b in zip(labels, start_labels)])
+
+
+def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two labelings of the same samples group them alike: each cluster of one is a
+    cluster of the other (as many distinct label pairs as distinct labels on each side)."""
+    pairs = np.unique(np.stack([a, b]), axis=1).shape[1]
+    return pairs == np.unique(a).size == np.unique(b).size
+
+
 def warn_degenerate(solver: str, degenerate: np.ndarray, labels: list, n_clusters: list[int]) -> None:
     """One DegenerateFitWarning naming the degenerate tasks and their cluster counts."""
     if degenerate.any():

@@ -23,6 +23,7 @@ class SingleFit(NamedTuple):
     trace: np.ndarray
     n_iter: int
     converged: bool
+    start_labels: np.ndarray | None = None  # the labels of its starting point, when it starts from labels
 
 
 def has_converged(previous: float, current: float, rule: str, tol: float) -> bool:

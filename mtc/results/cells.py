@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from mtc.errors import InputError
@@ -79,8 +80,48 @@ def summary_rows(sweep: Sweep, selection: str, metric: str) -> list[dict]:
     return [{"benchmark": sweep.benchmark, "method": sweep.method, "published_as": sweep.published_as,
              "task": task, "metric": metric,
              "selection": selection, "point": point.point, "mean": point.mean[f"{prefix}{task}"],
-             "std": point.std[f"{prefix}{task}"], "n": point.n_runs, "degenerate": point.n_degenerate}
+             "std": point.std[f"{prefix}{task}"], "n": point.n_runs, "degenerate": point.n_degenerate,
+             "unmoved": point.n_unmoved}
             for task in tasks]
+
+
+NOT_AN_ANSWER = 0.5  # the share of a point's trials that collapsed, or never moved, from which its score is no answer
+
+
+def is_answer(degenerate, unmoved, n):
+    """Whether a point of ``n`` finished trials, ``degenerate`` of them collapsed (a task in
+    fewer clusters than asked) and ``unmoved`` of them left at their k-means start, gives the
+    method's answer: fewer than NOT_AN_ANSWER of its trials did either (numbers or arrays)."""
+    n = np.maximum(n, 1)
+    return (np.asarray(degenerate) < NOT_AN_ANSWER * n) & (np.asarray(unmoved) < NOT_AN_ANSWER * n)
+
+
+def trial_counts(cells: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``cells``: its point's degenerate, unmoved and finished trials (a frame without
+    those columns, e.g. built by hand: 0, 0 and 1)."""
+    def column(name, default):
+        return cells[name].fillna(default).to_numpy() if name in cells else np.full(len(cells), default)
+
+    return column("degenerate", 0), column("unmoved", 0), column("n", 1)
+
+
+def not_an_answer(cells: pd.DataFrame) -> pd.Series:
+    """Per row of ``cells``: whether its point's score is not the method's answer (is_answer);
+    such a point is marked, never bolded and not ranked (mtc.results.rendering,
+    mtc.results.significance.rank_table)."""
+    return pd.Series(~is_answer(*trial_counts(cells)), index=cells.index)
+
+
+def answer_marks(cells: pd.DataFrame) -> pd.Series:
+    """Per row of ``cells``: what is wrong with its point's trials, in words ("" when nothing):
+    "collapsed" when every trial is degenerate, "k of n degenerate", "never moved" when every
+    trial kept its k-means start's labels, "k of n never moved"."""
+    def mark(count, n, whole, part):
+        return "" if not count else whole if count >= n else f"{int(count)} of {int(n)} {part}"
+
+    return pd.Series(["; ".join(filter(None, (mark(d, n, "collapsed", "degenerate"), mark(u, n, "never moved",
+                                                                                           "never moved"))))
+                      for d, u, n in zip(*trial_counts(cells))], index=cells.index)
 
 
 def cell_frame(sweeps: list[Sweep], metrics: list[str], published: pd.DataFrame) -> pd.DataFrame:
@@ -90,7 +131,8 @@ def cell_frame(sweeps: list[Sweep], metrics: list[str], published: pd.DataFrame)
     rows = [row for sweep in sweeps for selection in sweep.points for metric in metrics
             for row in summary_rows(sweep, selection, metric)]
     cells = pd.DataFrame(rows, columns=["benchmark", "method", "published_as", "task", "metric", "selection",
-                                        "point", "mean", "std", "n", "degenerate"])
+                                        "point", "mean", "std", "n", "degenerate",
+                                        "unmoved"])
     published = published.rename(columns={"method": "published_as"})
     return cells.merge(published, on=["benchmark", "published_as", "task", "metric"], how="left").drop(
         columns="published_as")

@@ -89,7 +89,6 @@ from mtc.results.rendering import (
     colour_range,
     compare_markdown,
     criteria_table,
-    degenerate_marks,
     display_names,
     draw_cd_diagram,
     draw_heatmap,
@@ -109,6 +108,7 @@ from mtc.results.rendering import (
     without_effect,
     write_outputs,
 )
+from mtc.results.recommend import recommendation_sentence, recommendations
 from mtc.results.report import CRITERIA
 from mtc.results.significance import (
     ALPHA,
@@ -131,7 +131,7 @@ __all__ = [  # the command, and the names of cells, significance and rendering i
     "MIN_PAIRS", "NOT_RANKING", "NO_EFFECT", "PUBLISHED", "PUBLISHED_COLUMNS", "RANKING", "SECOND_METRIC",
     "Comparison", "accuracy_loss_parts", "benchmark_section", "benchmark_title", "build_comparison", "cd_refusal",
     "cell_frame", "check_criterion", "check_metric", "chosen_cell", "colour_range", "compare", "compare_markdown",
-    "criteria_table", "criterion_metric", "critical_difference", "degenerate_marks", "display_names",
+    "criteria_table", "criterion_metric", "critical_difference", "display_names",
     "draw_cd_diagram", "draw_heatmap", "friedman_frames", "friedman_section", "grid_statistics", "heatmap_figure",
     "label_free_table", "load_published", "log_run", "main", "markdown_table", "mean_std", "overview_table",
     "parse_args", "parse_point", "rank_table", "read_comparison", "score_table", "seed_values", "shared_methods",
@@ -245,12 +245,21 @@ def read_comparison(client, experiment_id: str, metric: str = BEST, benchmarks: 
 
 def log_run(client, experiment_id: str, paths: list[Path], metric: str, sweeps: list[Sweep],
             criterion: str = BEST) -> str:
-    """A new MLflow run "compare" (tag mtc.kind=compare) holding the files; returns its id."""
+    """A new MLflow run "compare" (tag mtc.kind=compare) holding the files and, per benchmark, the
+    label-free answer (mtc.results.recommend: tags ``mtc.recommended/<benchmark>``, metrics
+    ``recommended_silhouette/<benchmark>`` and, with labels, ``recommended_acc/<benchmark>``);
+    returns its id."""
     run = client.create_run(experiment_id, run_name="compare", tags={KIND_TAG: "compare"})
     run_id = run.info.run_id
     client.log_param(run_id, "metric", metric)
     client.log_param(run_id, "criterion", criterion)
     client.log_param(run_id, "sweeps", len(sweeps))
+    for found in recommendations(sweeps):
+        client.set_tag(run_id, f"mtc.recommended/{found.benchmark}", recommendation_sentence(found)[:5000])
+        if found.found:
+            client.log_metric(run_id, f"recommended_silhouette/{found.benchmark}", found.silhouette)
+            if found.acc is not None:
+                client.log_metric(run_id, f"recommended_acc/{found.benchmark}", found.acc)
     for path in paths:
         client.log_artifact(run_id, str(path))
     client.set_terminated(run_id, "FINISHED")

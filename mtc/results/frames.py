@@ -19,9 +19,13 @@ its tables into it, opens it (``mtc.results.reading.open_experiment``).
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
+
 import pandas as pd
 
 from mtc.errors import InputError
+from mtc.metrics import UNMOVED
 from mtc.results.compare import Comparison, check_criterion, check_metric, parse_point, read_comparison
 from mtc.results.reading import (
     benchmark_name,
@@ -31,6 +35,7 @@ from mtc.results.reading import (
     sweep_label,
     trial_records,
 )
+from mtc.results.report import DEGENERATE
 from mtc.store import tracking
 
 STORE = "sqlite:///mlflow.db"  # python -m mtc.sweep's default store (conf/config.yaml)
@@ -80,14 +85,18 @@ def trials(tracking_uri: str = STORE, experiment: str = EXPERIMENT, sweep: str |
     sweep : str or list of str, optional
         Only these sweeps, by name or parent run id (all when not given).
     finished_only : bool
-        Only finished trials (failed and interrupted ones have no scores).
+        Only finished trials (failed and interrupted ones have no scores); the others are
+        counted in a warning (TrialsLeftOutWarning) and in ``frame.attrs["left_out"]``
+        (status -> count), never dropped silently.
 
     Returns
     -------
     pandas.DataFrame
         ``sweep``, ``label``, ``method``, ``data``, ``benchmark``, ``point``, the grid point's
         parameters under their own names (numbers where every value is one), ``seed``,
-        ``status``, ``run_id``, ``parent_run_id``, then every metric under its MLflow name.
+        ``status``, ``outcome`` (``answer``; ``degenerate``: a task in fewer clusters than asked;
+        ``never moved``: its labels are its k-means start's; else the status in lower case),
+        ``run_id``, ``parent_run_id``, then every metric under its MLflow name.
     """
     client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     runs = tracking.search_all(client, experiment_id)
@@ -96,12 +105,13 @@ def trials(tracking_uri: str = STORE, experiment: str = EXPERIMENT, sweep: str |
     unknown = wanted - set(parents) - {run.info.run_name for run in parents.values()}
     if unknown:
         raise InputError(f"no sweep {', '.join(sorted(unknown))} in experiment {experiment!r} of {tracking_uri}")
-    rows, grid = [], {}
+    rows, grid, left_out = [], {}, Counter()
     for run in runs:
         parent = parents.get(run.data.tags.get(tracking.PARENT_TAG))
         if parent is None or (wanted and not wanted & {parent.info.run_id, parent.info.run_name}):
             continue
         if finished_only and run.info.status != "FINISHED":
+            left_out[run.info.status] += 1
             continue
         point = run.data.tags.get(tracking.POINT_TAG, "defaults")
         values = parse_point(point)
@@ -111,11 +121,28 @@ def trials(tracking_uri: str = STORE, experiment: str = EXPERIMENT, sweep: str |
                      "data": run.data.params.get("data.name", parent.data.tags.get("mtc.data")),
                      "benchmark": benchmark_name(parent), "point": point, **values,
                      "seed": int(run.data.params.get("seed", -1)), "status": run.info.status,
-                     "run_id": run.info.run_id, "parent_run_id": parent.info.run_id, **run.data.metrics})
+                     "outcome": trial_outcome(run.info.status, run.data.metrics), "run_id": run.info.run_id, "parent_run_id": parent.info.run_id, **run.data.metrics})
+    if left_out:
+        warnings.warn(f"{sum(left_out.values())} trials not FINISHED left out ("
+                      + ", ".join(f"{status} {count}" for status, count in sorted(left_out.items()))
+                      + "): trials(..., finished_only=False) lists them", TrialsLeftOutWarning, stacklevel=2)
     frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
-    return numeric_columns(frame, grid).sort_values(["sweep", "point", "seed"], ignore_index=True)
+    if not frame.empty:
+        frame = numeric_columns(frame, grid).sort_values(["sweep", "point", "seed"], ignore_index=True)
+    frame.attrs["left_out"] = dict(left_out)
+    return frame
+
+
+class TrialsLeftOutWarning(UserWarning):
+    """trials() left out trials that did not finish (finished_only): how many, by status."""
+
+
+def trial_outcome(status: str, metrics: dict) -> str:
+    """What a trial gave: ``answer``, ``degenerate`` (a task in fewer clusters than asked),
+    ``never moved`` (every task's labels are its k-means start's), or, unfinished, its status."""
+    if status != "FINISHED":
+        return status.lower()
+    return "degenerate" if metrics.get(DEGENERATE, 0) > 0 else "never moved" if metrics.get(UNMOVED, 0) > 0 else "answer"
 
 
 def find_parent(client, experiment_id: str, sweep: str):
@@ -141,7 +168,7 @@ def task_names(records: list) -> list[str]:
 
 def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) -> pd.DataFrame:
     """Every grid point of one sweep (by name or parent run id), as its report's ``grid.csv``:
-    ``point``, ``n_runs``, ``n_failed``, ``n_degenerate``, and ``<metric> mean`` / ``<metric> std``
+    ``point``, ``n_runs``, ``n_failed``, ``n_degenerate``, ``n_unmoved``, and ``<metric> mean`` / ``<metric> std``
     of every metric, with ``stability/mean`` when every seed clustered the same data."""
     client, experiment_id = open_experiment(tracking_uri, experiment, read_only=True)
     parent = find_parent(client, experiment_id, sweep)
@@ -149,7 +176,7 @@ def points(sweep: str, tracking_uri: str = STORE, experiment: str = EXPERIMENT) 
     tasks = task_names(records)
     same_data = parent.data.tags.get("mtc.data_draws", "1") == "1"
     rows = [{"point": s.point, "n_runs": s.n_runs, "n_failed": s.n_failed, "n_degenerate": s.n_degenerate,
-             **{f"{key} {stat}": getattr(s, stat)[key] for key in sorted(s.mean) for stat in ("mean", "std")}}
+             "n_unmoved": s.n_unmoved, **{f"{key} {stat}": getattr(s, stat)[key] for key in sorted(s.mean) for stat in ("mean", "std")}}
             for s in point_summaries(client, records, tasks, same_data)]
     return pd.DataFrame(rows)
 

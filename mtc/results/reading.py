@@ -17,6 +17,7 @@ Nothing here starts Ray or writes to the store.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -66,6 +67,11 @@ class Sweep:
         the sweep is a variant).
     machines : dict[str, int]
         Its finished trials per machine that fitted them (``machine_counts``).
+    failed : int
+        Its trials that failed (every grid point).
+    left_out : dict[str, str]
+        The grid points it left out before Ray, with why its method cannot fit the data
+        (the parent's tag ``mtc.left_out_points``).
     """
 
     benchmark: str
@@ -75,6 +81,8 @@ class Sweep:
     trials: pd.DataFrame
     published_as: str
     machines: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def open_experiment(uri: str, experiment: str, read_only: bool = False):
@@ -122,6 +130,7 @@ def open_experiment(uri: str, experiment: str, read_only: bool = False):
         if not path.is_file():
             raise InputError(f"no tracking store at {path}" + STORE_HINT)
         check_sqlite_store(path)
+        preflight.check_sqlite(str(path), preflight.CHECK_TIMEOUT)  # not a store of a newer MLflow
         uri = opened = f"sqlite:///{path}"
         for line in relocate_if_moved(uri, path.parent / "mlartifacts"):  # laid out as a sweep leaves it
             print(f"the store was moved; {line}")
@@ -476,8 +485,11 @@ def load_sweeps(client, experiment_id: str, parents: dict, criterion: str | None
             missing.remove("stability")
         notes += [f"{method} on {benchmark}: no {selection} point ({why_no_point(summaries, selection)})"
                   for selection in missing if selection != BEST]  # a kept sweep lacks accuracy only without labels
+        left_out = {label: why for r in runs
+                    for label, why in json.loads(r.data.tags.get(tracking.LEFT_OUT_TAG, "{}")).items()}
         sweeps.append(Sweep(benchmark, method, run_id, points, trial_frame(records),
-                            run.data.tags.get("mtc.method", method), machine_counts(records)))
+                            run.data.tags.get("mtc.method", method), machine_counts(records),
+                            sum(s.n_failed for s in summaries), left_out))
     if drawn_per_seed:
         notes.append(f"no stability point for {len(drawn_per_seed)} sweep(s) whose seeds each cluster their own draw "
                      f"of the data (the labels of different samples do not compare): {', '.join(drawn_per_seed)}")

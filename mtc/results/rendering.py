@@ -24,8 +24,9 @@ from matplotlib.patches import Rectangle
 
 from mtc.config import method_display_names
 from mtc.metrics import METRIC_NAMES
-from mtc.results.cells import SECOND_METRIC, task_order
+from mtc.results.cells import NOT_AN_ANSWER, SECOND_METRIC, answer_marks, not_an_answer, task_order
 from mtc.results.reading import BEST, NO_LABELS_BEST, POOL_MARK, Sweep
+from mtc.results.recommend import recommendation_lines
 from mtc.results.report import SELECTIONS
 from mtc.results.significance import ALPHA, cd_refusal
 from mtc.results.size_curves import draw_size_curves, size_table
@@ -289,8 +290,9 @@ def mean_std(mean: float, std: float) -> str:
 
 def score_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:
     """Methods x tasks (and mean): "mean ± std" at the point of ``selection``, and the
-    published number beside every task for which some method has one; a ``degenerate`` column
-    marks the methods with degenerate trials at their point, when one has any."""
+    published number beside every task for which some method has one; a ``not an answer`` column
+    marks the methods with degenerate or unmoved trials at their point, when one has any
+    (mtc.results.cells.answer_marks)."""
     chosen = cells[(cells.selection == selection) & (cells.metric == metric)]
     tasks = task_order(chosen.task)
     ours = chosen.assign(text=[mean_std(m, s) for m, s in zip(chosen["mean"], chosen["std"])])
@@ -303,27 +305,44 @@ def score_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.D
         if task in papers and papers[task].astype(bool).any():
             columns[f"{task} (paper)"] = papers[task]
     first = chosen.drop_duplicates("method").set_index("method")
-    marked = {"degenerate": degenerate_marks(first)} if first.get("degenerate", pd.Series(0)).fillna(0).any() else {}
+    marks = answer_marks(first)
+    marked = {"not an answer": marks} if marks.astype(bool).any() else {}  # answer_marks, cells.not_an_answer
     return pd.DataFrame({"point": first.point, **marked, **columns}).fillna("").reset_index()
-
-
-def degenerate_marks(first: pd.DataFrame) -> pd.Series:
-    """Per method, how many of its trials at the chosen point are degenerate (a task in fewer
-    clusters than asked): "collapsed" when all are, "" when none is."""
-    return pd.Series(["" if not d else "collapsed" if d >= n else f"{int(d)} of {int(n)}"
-                      for d, n in zip(first.degenerate.fillna(0), first.n)], index=first.index)
 
 
 def overview_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:
     """Benchmarks x methods: the mean of ``metric`` over tasks at each method's point of
-    ``selection``, "mean ± std" over seeds, the highest of each benchmark in bold (ties all bold)."""
+    ``selection``, "mean ± std" over seeds, the highest of each benchmark's answers in bold (ties
+    all bold); a point that is no answer (mtc.results.cells.not_an_answer: collapsed or never
+    moved) is marked in brackets and never bold."""
     chosen = cells[(cells.selection == selection) & (cells.metric == metric) & (cells.task == "mean")]
-    means = chosen.pivot(index="benchmark", columns="method", values="mean")
-    stds = chosen.pivot(index="benchmark", columns="method", values="std")
-    text = pd.DataFrame({method: [mean_std(m, s) for m, s in zip(means[method], stds[method])]
+    chosen = chosen.assign(answer=~not_an_answer(chosen), mark=answer_marks(chosen))
+    means, stds, marks, answers = (chosen.pivot(index="benchmark", columns="method", values=column)
+                                   for column in ("mean", "std", "mark", "answer"))
+    text = pd.DataFrame({method: [mean_std(m, s) + (f" ({mark})" if isinstance(mark, str) and mark else "")
+                                  for m, s, mark in zip(means[method], stds[method], marks[method])]
                          for method in means.columns}, index=means.index)
-    best = means.eq(means.max(axis=1), axis=0)
+    answers = answers.fillna(False).astype(bool)
+    ranked = means.where(answers)
+    best = ranked.eq(ranked.max(axis=1), axis=0)
     return text.where(~best, "**" + text + "**").reset_index()
+
+
+def held_back_table(comparison: Comparison) -> pd.DataFrame:
+    """Per sweep with anything not in its answer: its failed trials, the grid points it left out
+    before Ray (the method cannot fit the data) and what is wrong at its chosen point
+    (answer_marks); empty when every sweep's trials all finished as answers."""
+    chosen = comparison.cells[(comparison.cells.selection == comparison.criterion) & (comparison.cells.task == "mean")]
+    marks = chosen.assign(mark=answer_marks(chosen)).drop_duplicates(["benchmark", "method"]).set_index(
+        ["benchmark", "method"])["mark"]
+    rows = [{"benchmark": s.benchmark, "method": s.method, "failed trials": s.failed,
+             "grid points left out": len(s.left_out), "at the chosen point": marks.get((s.benchmark, s.method), ""),
+             "why left out": "; ".join(dict.fromkeys(s.left_out.values()))}
+            for s in comparison.sweeps]
+    table = pd.DataFrame(rows, columns=["benchmark", "method", "failed trials", "grid points left out",
+                                        "at the chosen point", "why left out"])
+    kept = (table["failed trials"] > 0) | (table["grid points left out"] > 0) | table["at the chosen point"].astype(bool)
+    return table[kept]
 
 
 def label_free_table(cells: pd.DataFrame, selection: str) -> pd.DataFrame:
@@ -502,9 +521,20 @@ def compare_markdown(comparison: Comparison, metrics: list[str], figures: dict, 
     chosen_by = ("best grid point by mean accuracy" if comparison.criterion == BEST else
                  f"grid point of the {SELECTIONS[comparison.criterion]}")
     parts += [f"## Overview: mean {metrics[0]} over tasks at each method's {chosen_by}", "",
-              "Mean ± std over seeds; the highest on each benchmark in bold; the per-task tables, the published "
-              "numbers and the tests are in the benchmark's section.", "",
+              "Mean ± std over seeds; the highest answer on each benchmark in bold. A method's chosen point is no "
+              f"answer when at least {NOT_AN_ANSWER:.0%} of its trials there collapsed (a task in fewer clusters than "
+              "asked) or never moved from their k-means start: it is marked in brackets, never bold, and left out of "
+              "the Friedman ranks. The per-task tables, the published numbers and the tests are in the benchmark's "
+              "section.", "",
               markdown_table(overview_table(comparison.cells, metrics[0], comparison.criterion)), ""]
+    held_back = held_back_table(comparison)
+    if len(held_back):
+        parts += ["### Not in the answers: failed trials, grid points left out, collapses", "",
+                  f"{int(held_back['failed trials'].sum())} failed trial(s) and "
+                  f"{int(held_back['grid points left out'].sum())} grid point(s) left out before Ray (the method "
+                  "cannot fit this data) in the sweeps read; every method's chosen point and score above is over its "
+                  "finished trials only.", "", markdown_table(held_back), ""]
+    parts += recommendation_lines(comparison.sweeps)
     parts += friedman_section(comparison, metrics[0], cd_figure)
     benchmarks = sorted(set(sweeps.benchmark))
     for benchmark in benchmarks:

@@ -10,7 +10,9 @@ Choices of grid point, labelled as such in every table:
 Data without labels has no accuracy: its report says so and shows the label-free choices only.
 A trial that put a task into fewer clusters than asked is degenerate (``degenerate_tasks`` > 0):
 every label-free criterion is taken over the other trials of a grid point, a point whose every
-trial is degenerate is never chosen without labels, and the report counts them.
+trial is degenerate is never chosen without labels, and the report counts them. A trial whose
+labels are its starting point's partition in every task (``unmoved``: the fit never left its
+k-means start) is counted and said too: its answer is the start's, not the method's.
 Ties are broken by a stated rule (TIE_RULES) and reported. The std is the sample standard
 deviation (ddof=1, as MATLAB's std) over the seeds.
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mtc.metrics import METRIC_NAMES, pairwise_ari
+from mtc.metrics import METRIC_NAMES, UNMOVED, pairwise_ari
 
 SELECTIONS = {
     "acc": "best grid point by mean accuracy over tasks (uses labels: the papers' protocol)",
@@ -70,6 +72,7 @@ class PointSummary:
     std: dict[str, float]
     n_degenerate: int = 0
     label_free: dict[str, float] = field(default_factory=dict)
+    n_unmoved: int = 0  # finished trials whose labels are their starting point's (UNMOVED)
 
 
 def is_degenerate(metrics: dict[str, float]) -> bool:
@@ -98,6 +101,7 @@ def summarize(records: list[TrialRecord]) -> list[PointSummary]:
             len(ok) - len(kept),
             {k: float(np.mean([m[k] for m in kept if k in m])) for k in label_free_keys
              if any(k in m for m in kept)},
+            sum(m.get(UNMOVED, 0.0) > 0 for m in ok),
         ))
     return summaries
 
@@ -209,15 +213,26 @@ def task_table(summary: PointSummary, task_names: list[str], metrics=METRIC_NAME
 
 
 def data_note(draw: str, datasets: dict) -> str:
-    """The report's line on the data: samples per task (a range over draws) and how drawn."""
+    """The report's line on the data: samples per task (a range over draws), how drawn, and the
+    scale applied to the user's files (mtc.data.scaling, by name)."""
     sizes = np.array([[task.n_samples for task in d.tasks] for d in datasets.values()])
-    names = datasets[min(datasets)].task_names
+    first = datasets[min(datasets)]
     counts = ", ".join(f"{name} {lo}" if lo == hi else f"{name} {lo}-{hi}"
-                       for name, lo, hi in zip(names, sizes.min(axis=0), sizes.max(axis=0)))
+                       for name, lo, hi in zip(first.task_names, sizes.min(axis=0), sizes.max(axis=0)))
+    scale = scale_note(first.meta)
     if draw == "per_seed":
         return (f"samples per task: {counts}; a fresh random draw per seed ({len(datasets)} draws), means over draws; "
-                "no stability criterion (the seeds' labels are of different samples)")
-    return f"samples per task: {counts}; one dataset for every seed"
+                f"no stability criterion (the seeds' labels are of different samples){scale}")
+    return f"samples per task: {counts}; one dataset for every seed{scale}"
+
+
+def scale_note(meta: dict) -> str:
+    """``; features scaled: maxabs (fitted on the pooled tasks)`` for the user's files, by the
+    scale applied (never ``auto``); empty for data without a scale."""
+    if "scale" not in meta:
+        return ""
+    fitted = "" if meta["scale"] == "none" else f" (fitted {meta.get('scale_fit', 'pooled').replace('_', ' ')})"
+    return f"; features scaled: {meta['scale']}{fitted}"
 
 
 def tie_note(summaries: list[PointSummary], selection: str) -> str:
@@ -276,19 +291,48 @@ def label_free_parts(summaries: list[PointSummary], task_names: list[str]) -> li
 
 
 def report_markdown(title: str, summaries: list[PointSummary], task_names: list[str], data_note: str = "",
-                    labelled: bool = True, method: str = "the method") -> str:
+                    labelled: bool = True, method: str = "the method", left_out: dict | None = None) -> str:
     """The sweep's report.md: the best point by accuracy and the label-free choices, or for
     data without labels (``labelled`` false) the label-free choices only, said in one line;
-    degenerate trials counted first (``degenerate_note``)."""
+    first what is not among them: the grid points left out before Ray (``left_out``: label ->
+    why the method cannot fit the data), the failed trials and the degenerate ones
+    (``degenerate_note``)."""
     parts = [f"# {title}", ""] + ([data_note, ""] if data_note else [])
-    degenerate = degenerate_note(summaries, method)
-    parts += [degenerate, ""] if degenerate else []
-    parts += accuracy_parts(summaries, task_names) if labelled else label_free_parts(summaries, task_names)
-    parts += [note for note in (tie_note(summaries, s) for s in SELECTIONS if s != "acc") if note]
+    if left_out:
+        parts += [left_out_note(left_out), ""]
     failed = sum(s.n_failed for s in summaries)
     if failed:
-        parts += ["", f"**{failed} trial(s) failed**; their errors are on the MLflow child runs (tag mtc.error)."]
+        parts += [f"**{failed} of {sum(s.n_runs + s.n_failed for s in summaries)} trials failed**; their errors are on the MLflow "
+                  "child runs (tag mtc.error).", ""]
+    degenerate = degenerate_note(summaries, method)
+    parts += [degenerate, ""] if degenerate else []
+    unmoved = unmoved_note(summaries, method)
+    parts += [unmoved, ""] if unmoved else []
+    parts += accuracy_parts(summaries, task_names) if labelled else label_free_parts(summaries, task_names)
+    parts += [note for note in (tie_note(summaries, s) for s in SELECTIONS if s != "acc") if note]
     return "\n".join(parts) + "\n"
+
+
+def unmoved_note(summaries: list[PointSummary], method: str = "the method") -> str:
+    """The report's line on the trials that never left their starting point ("" when none did)."""
+    runs, unmoved = sum(s.n_runs for s in summaries), sum(s.n_unmoved for s in summaries)
+    if not unmoved:
+        return ""
+    whole = f"**{method} never moved from its start on this data: in all {runs} trials" if unmoved == runs else \
+        f"**{unmoved} of {runs} trials never moved from their start: in each"
+    return (f"{whole}, every task's labels are its k-means start's** (metric {UNMOVED}): their scores are those of "
+            "the start, not of the method.")
+
+
+def left_out_note(left_out: dict, bold: str = "**") -> str:
+    """One line on the grid points a sweep left out before Ray because its method cannot fit
+    the data (``left_out``: label -> why), grouped by reason; ``bold``: Markdown's emphasis, or
+    "" for a console line."""
+    reasons: dict[str, int] = {}
+    for why in left_out.values():
+        reasons[why] = reasons.get(why, 0) + 1
+    return (f"{bold}{len(left_out)} grid point(s) left out before Ray{bold} (the method cannot fit this data): "
+            + "; ".join(f"{why} ({count} point{'s' if count > 1 else ''})" for why, count in reasons.items()))
 
 
 def grid_csv(summaries: list[PointSummary]) -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 import scikit_posthocs
 from scipy import stats
 
-from mtc.results.cells import task_order
+from mtc.results.cells import not_an_answer, task_order
 from mtc.results.reading import BEST
 
 ALPHA = 0.05  # the Nemenyi test's level (the critical-difference diagram's bars)
@@ -115,8 +115,10 @@ def shared_methods(present: pd.DataFrame) -> list[str]:
 def rank_table(cells: pd.DataFrame, metric: str, selection: str = BEST) -> pd.DataFrame:
     """(benchmark, task) x method means of ``metric`` at the point of ``selection``, real tasks
     only (not their mean), restricted to the shared methods and the cells where all of them
-    have results."""
+    have results; a point whose score is not its method's answer (mtc.results.cells.not_an_answer:
+    collapsed or never moved) has no result."""
     chosen = cells[(cells.selection == selection) & (cells.metric == metric) & (cells.task != "mean")]
+    chosen = chosen[~not_an_answer(chosen)]  # a collapse or an unmoved start is no answer to rank
     table = chosen.pivot_table(index=["benchmark", "task"], columns="method", values="mean")
     methods = shared_methods(table.notna())
     return table[methods].dropna() if methods else table.iloc[:0, :0]

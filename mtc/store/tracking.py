@@ -13,12 +13,14 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 import platform
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -31,6 +33,8 @@ TRIAL_KEY_TAG = "mtc.trial_key"
 POINT_TAG = "mtc.point"
 DATASET_HASH_TAG = "mtc.dataset_hash"
 MACHINE_TAG = "mtc.machine"  # on every child run: machine_description() of the worker that fitted it
+ANSWER_TAG = "mtc.answer"  # on a parent run: its chosen points with their scores (answer_text)
+LEFT_OUT_TAG = "mtc.left_out_points"  # on a parent run: grid point label -> why its method cannot fit the data (JSON)
 # MLflow 3's UI opens an experiment on its GenAI overview unless this tag says otherwise.
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 # The objective per iteration as a metric: named "objective/..." so that MLflow's charts show
@@ -40,6 +44,8 @@ EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_de
 OBJECTIVE_TRACE = "objective/trace"
 CHART_POINTS = 100  # steps of the objective trace logged as metric rows, at most (chart_steps)
 TRIAL_ARTIFACT = "trial.npz"  # one compressed file per trial: labels, every trace, matrices, config
+DEFAULT_UI = "http://127.0.0.1:5000"  # mlflow ui's address when started without --host or --port
+UI_ADDRESS_ENV = "MTC_MLFLOW_UI"  # the address of the user's mlflow ui, when not DEFAULT_UI (the links name it)
 UI_WORKFLOW = "machine_learning"  # the UI's "Model training" mode (its default is "genai"), as a link parameter
 # On a child run whose fit left a task with fewer distinct clusters than asked (its trial's metric
 # DEGENERATE_TASKS > 0): "true", so that such runs are found by a filter (tags.`mtc.degenerate` = 'true').
@@ -362,10 +368,15 @@ def run_params(trial_config: dict, n_samples: dict[str, int]) -> dict:
     """A child run's params: the solver's parameters, seed and method, the data config's name
     only (its whole config is on the parent run and in the trial's artifact) and the samples
     per task as ``n_samples.<task>`` (facts about the input, not scores: as metrics they gave
-    every run's charts a section of sample-count bars)."""
+    every run's charts a section of sample-count bars), and the scale applied to the user's
+    files (``data.params.scale``, by name: never ``auto``)."""
     data = trial_config.get("data")
-    return {**{k: v for k, v in trial_config.items() if k != "data"},
-            **({"data.name": data.get("name")} if isinstance(data, dict) else {}), "n_samples": n_samples}
+    named = {}
+    if isinstance(data, dict):
+        named["data.name"] = data.get("name")
+        if (data.get("params") or {}).get("scale") is not None:
+            named["data.params.scale"] = data["params"]["scale"]
+    return {**{k: v for k, v in trial_config.items() if k != "data"}, **named, "n_samples": n_samples}
 
 
 def trial_metrics(outcome) -> tuple[tuple[str, float, int], ...]:
@@ -524,21 +535,25 @@ def summary_table(best: dict, failed: int) -> dict:
     return {"columns": ["metric", *(f"best by {selection}" for selection in best)], "data": rows}
 
 
-def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: str, grid: dict) -> None:
+def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: str, grid: dict,
+                      left_out: dict | None = None) -> None:
     """Best-point means as parent metrics ("best_by_<selection>/<metric>/mean", read by
     mtc.results), points as tags, the report as the run's description (the MLflow UI shows it on
     the run's page), the swept values as params ``swept.<key>`` and the chosen points as the
     table SUMMARY_TABLE (summary_table), which the UI shows as a table among the run's
-    artifacts (the metrics' charts have one point each)."""
+    artifacts (the metrics' charts have one point each); the failed trials and the grid points
+    left out before Ray (``left_out``: label -> why, also as the tag LEFT_OUT_TAG) as metrics."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
-    metrics = [Metric("failed_trials", float(failed), now, 0)]
-    tags = []
+    left_out = left_out or {}
+    metrics = [Metric("failed_trials", float(failed), now, 0), Metric("left_out_points", float(len(left_out)), now, 0)]
+    tags = [RunTag(LEFT_OUT_TAG, json.dumps(left_out)[:5000])] if left_out else []
     for selection, summary in best.items():
         metrics += [Metric(f"best_by_{selection}/{key}", value, now, 0)
                     for key, value in summary.mean.items() if key.endswith("/mean")]
         tags.append(RunTag(f"mtc.best_by_{selection}", summary.point))
+    tags.append(RunTag(ANSWER_TAG, answer_text(best)))
     tags.append(RunTag("mlflow.note.content", report))
     parent = client.get_run(parent_id)
     tables = json.loads(parent.data.tags.get(LOGGED_ARTIFACTS_TAG, "[]"))
@@ -551,6 +566,15 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
     params = [Param(f"swept.{key}", json.dumps(values)[:6000]) for key, values in sorted(grid.items())]
     existing = parent.data.params  # a resumed sweep logged them already
     client.log_batch(parent_id, metrics=metrics, tags=tags, params=[p for p in params if p.key not in existing])
+
+
+def answer_text(best: dict) -> str:
+    """The parent's ANSWER_TAG: the best point by accuracy (labels) and the point of the highest
+    silhouette (without labels), each with its score, as the overview's tags show them."""
+    shown = {"acc": "by accuracy", "silhouette": "without labels, by silhouette"}
+    return "; ".join(f"{words}: {best[selection].point} ({metric} {best[selection].mean[metric]:.4f})"
+                     for selection, words in shown.items() if selection in best
+                     for metric in [f"{selection}/mean"] if metric in best[selection].mean) or "no point chosen"
 
 
 def trials_view(parent_id: str, sort_metric: str, columns: list[str]) -> str:
@@ -577,11 +601,16 @@ def log_trials_view(client, experiment_id: str, parent_id: str, sort_metric: str
 
 
 def ui_base(tracking_uri: str) -> tuple[str, str]:
-    """The UI's address for a store, and how to open it: a tracking server's own address, or
-    ``mlflow ui``'s default for a local store with the command that starts it."""
+    """The UI's address for a store, and how to open it: a tracking server's own address, or for
+    a local store the ``mlflow ui`` at UI_ADDRESS_ENV's address (its default 127.0.0.1:5000)
+    with the command that starts it there."""
     if tracking_uri.startswith(("http://", "https://")):
         return tracking_uri.rstrip("/"), ""
-    return "http://127.0.0.1:5000", f" after: mlflow ui --backend-store-uri {tracking_uri}"
+    base = os.environ.get(UI_ADDRESS_ENV, "").rstrip("/") or DEFAULT_UI
+    port = urlsplit(base).port
+    start = f" after: mlflow ui --backend-store-uri {tracking_uri}" + (f" --port {port}" if port not in (None, 5000) else
+                                                                        "")
+    return base, start + (f" (another port: set {UI_ADDRESS_ENV}=http://127.0.0.1:<port>)" if base == DEFAULT_UI else "")
 
 
 def trials_link(tracking_uri: str, experiment_id: str, parent_id: str) -> str:

@@ -37,6 +37,7 @@ from mtc.config import (
     TrackingSettings,
     Trial,
     method_display_names,
+    point_label,
     seed_batches,
     seeds_per_trial,
     staggered,
@@ -51,6 +52,7 @@ from mtc.results.report import (
     PointSummary,
     data_note,
     grid_csv,
+    left_out_note,
     report_markdown,
 )
 from mtc.store import locks, preflight, run_writer, tracking
@@ -140,7 +142,34 @@ class SweepResult:
     ray_started: bool = False
 
 
-def check_memory(run: Settings, datasets: dict) -> None:
+def runnable(plan: SweepPlan) -> SweepPlan:
+    """The plan without the grid points whose parameters cannot fit its data (on any draw:
+    MultiTaskClusterer.cannot_fit), each named in ``unrunnable`` with the reason, so that no
+    trial fails for a reason known before it runs.
+
+    Raises
+    ------
+    InputError
+        No grid point can fit the data (the first point's reason).
+    """
+    method, datasets = plan.run.method, plan.datasets
+    shapes = {Shapes.of(data.matrices, data.n_clusters) for data in datasets.values()}
+    prototype = method.prototype(n_clusters=next(iter(datasets.values())).n_clusters)
+    unrunnable = {}
+    for point in method.grid_points():
+        solver = prototype.__class__(**{**prototype.get_params(), **point})
+        problem = next(filter(None, (solver.cannot_fit(shape) for shape in shapes)), None)
+        if problem:
+            unrunnable[point_label(point)] = problem
+    if not unrunnable:
+        return plan
+    trials = [trial for trial in plan.trials if trial.label not in unrunnable]
+    if not trials:
+        raise InputError(f"no grid point can fit the data ({next(iter(unrunnable.values()))})")
+    return replace(plan, trials=trials, unrunnable=unrunnable)
+
+
+def check_memory(run: Settings, datasets: dict, points: list[dict]) -> None:
     """Refuse in one line (InputError) a local sweep whose concurrent trials cannot fit in the
     memory free beside Ray's object store (mtc.methods.memory: the largest estimate over the grid,
     on the largest draw); a joined cluster's workers are not known before joining, so nothing is
@@ -152,16 +181,17 @@ def check_memory(run: Settings, datasets: dict) -> None:
         slots = min(slots, run.sweep.max_concurrent_trials)
     largest = max(datasets.values(), key=lambda data: sum(X.shape[0] for X in data.matrices))
     check_sweep_memory(run.method.prototype(n_clusters=largest.n_clusters),
-                       Shapes.of(largest.matrices, largest.n_clusters), run.method.grid_points(), slots,
+                       Shapes.of(largest.matrices, largest.n_clusters), points, slots,
                        reserved=run.ray.object_store_memory)
 
 
-def check_plan(plan: SweepPlan) -> None:
+def check_plan(plan: SweepPlan) -> SweepPlan:
     """What a sweep that will run must pass before Ray starts: its data loads (every task
     clusterable), its method takes the data's cluster counts (a solver that shares its cluster
     columns across tasks needs equal ones), it takes the data (tasks on close enough scales, its
-    input needs: mtc.methods.validation.check_solver_takes) and its concurrent trials fit in memory
-    (check_memory); the refusal names the sweep, one of a study's many."""
+    input needs: mtc.methods.validation.check_solver_takes), a grid point can fit it (runnable)
+    and its concurrent trials fit in memory (check_memory); the refusal names the sweep, one of a
+    study's many. Returns the plan to run: without the grid points that cannot fit the data."""
     datasets = plan.datasets
     try:
         for counts in {tuple(data.n_clusters) for data in datasets.values()}:
@@ -169,9 +199,11 @@ def check_plan(plan: SweepPlan) -> None:
                                  plan.run.method.solver.equal_clusters_reason)
         for data in datasets.values():
             check_solver_takes(plan.run.method.solver, data.matrices)
-        check_memory(plan.run, datasets)
+        plan = runnable(plan)
+        check_memory(plan.run, datasets, list({trial.label: trial.point for trial in plan.trials}.values()))
     except InputError as error:
         raise InputError(f"sweep {plan.name}: {error}") from None
+    return plan
 
 
 def stored_parent(client, experiment_id: str, plan: SweepPlan):
@@ -210,10 +242,11 @@ def open_sweep(plan: SweepPlan, client, experiment_id: str) -> OpenSweep:
                                          run.sweep.resume)
     tracking.log_dataset_input(client, parent_id, run.data.name, plan.datasets, run.data.resolved)
     pending, finished = tracking.prepare_child_runs(client, experiment_id, parent_id, plan.trials)
+    scale = run.data.params.get("scale") if run.data.builder == "files" else None
     print(f"sweep {plan.name}: {len(plan.trials)} trials ({len(finished)} already finished), "
-          f"MLflow parent run {parent_id}")
+          + (f"features scaled: {scale}, " if scale else "") + f"MLflow parent run {parent_id}"
+          + (f"\n{left_out_note(plan.unrunnable, bold='')}" if plan.unrunnable else ""))
     return OpenSweep(plan, client, experiment_id, parent_id, pending, len(finished))
-
 
 def parent_params(run: Settings) -> dict:
     """The parent run's params: the resolved config with the seeds the sweep runs (``seeds``,
@@ -813,7 +846,7 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
     summaries = point_summaries(client, records, dataset.task_names, same_data=run.data.draw != "per_seed")
     markdown = report_markdown(f"{run.method.name} on {run.data.name}", summaries, dataset.task_names,
                                data_note(run.data.draw, plan.datasets), labelled=dataset.labelled,
-                               method=run.method.name)
+                               method=run.method.name, left_out=plan.unrunnable)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "report.md", markdown)
     write_text(out / "grid.csv", grid_csv(summaries))
@@ -837,7 +870,7 @@ def finish_sweep(opened: OpenSweep, tuner: TunerOutcome = TunerOutcome(), ray_st
             log_convergence_figure(client, parent_id, runs, path, f"{shown} on {run.data.name}, {point}")
             drawn[point] = path
         tracking.log_sweep_summary(client, parent_id, best, sum(s.n_failed for s in summaries), markdown,
-                                   run.method.grid)
+                                   run.method.grid, plan.unrunnable)
         logged = set().union(*(summary.mean for summary in summaries))
         tracking.log_trials_view(client, experiment_id, parent_id, sort_metric(best),
                                  [*sorted(run.method.grid), "seed"], [key for key in VIEW_METRICS if key in logged])
@@ -922,7 +955,7 @@ def drive(run: Settings, plan: SweepPlan | None = None, keep_ray: bool = False,
     preflight.check_tracking(run.tracking.uri)
     plan = replace(plan, run=run) if plan is not None else plan_sweep(run)
     moment("data")
-    check_plan(plan)  # a rerun of a finished sweep reports from its data too
+    plan = check_plan(plan)  # a rerun of a finished sweep reports from its data too
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     verbose = run.sweep.verbose
     full = full_report or bool(verbose)

@@ -38,6 +38,8 @@ class SweepPlan:
     loaded: dict | None = field(default=None, repr=False, compare=False)  # the datasets, when planning read them
     # trial key -> key of a fit that another sweep of its study has too (mtc.sweep.shared_fits)
     shared_fits: dict = field(default_factory=dict, repr=False, compare=False)
+    # grid point label -> why its method cannot fit this data (left out before Ray: mtc.sweep.driver.runnable)
+    unrunnable: dict = field(default_factory=dict, compare=False)
 
     @property
     def name(self) -> str:
