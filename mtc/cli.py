@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -100,14 +102,29 @@ class Composer:
 
 
 def composed_with_hydra(overrides: list[str]):
-    """The composed config with its ``hydra`` node (HydraConfig set); Hydra's errors as one
-    InputError line."""
+    """The composed config with its ``hydra`` node (HydraConfig set); Hydra's errors, and a
+    config file that is not valid YAML, as one InputError line."""
+    import yaml
     from hydra.errors import HydraException
 
     try:
         return hydra_compose(overrides)
     except HydraException as error:
         raise InputError(composition_error(overrides, error)) from None
+    except yaml.YAMLError as error:
+        raise InputError(yaml_error(error)) from None
+
+
+def yaml_error(error) -> str:
+    """One line for a config file YAML cannot read (``yaml.YAMLError``): the file, what is
+    wrong and where, lines and columns counted from 1 as an editor counts them."""
+    mark = getattr(error, "problem_mark", None)
+    if mark is None:
+        return f"a config file is not valid YAML ({first_line(error)})"
+    context, at = getattr(error, "context", None), getattr(error, "context_mark", None)
+    where = f" ({context}" + (f" at line {at.line + 1}, column {at.column + 1}" if at else "") + ")" if context else ""
+    return (f"cannot read the config {mark.name}: {error.problem} at line {mark.line + 1}, column {mark.column + 1}"
+            f"{where}")
 
 
 def hydra_compose(overrides: list[str]):
@@ -359,6 +376,24 @@ def launch(hydra_main) -> None:
     except InputError as error:
         fail(error)
     hydra_main()
+
+
+def ctrl_c_exits_at_once() -> None:
+    """From now until a command's own handling of the stop signals takes over (a sweep's or a
+    study's: mtc.sweep.stopping.command_exits, while no MLflow run is open before or after it),
+    Ctrl-C ends the process at once with one line and exit 130, instead of a KeyboardInterrupt
+    traceback from wherever it landed: an import (where it can even surface as another error,
+    a RuntimeError of a class being created) or Hydra's start. A SIGINT this process ignores
+    (a job started with ``&``) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, exit_interrupted)
+
+
+def exit_interrupted(signum, frame):
+    """ctrl_c_exits_at_once's handler: the line, then exit 130 without unwinding (nothing is open)."""
+    sys.stdout.flush()
+    print("interrupted (Ctrl-C) while no MLflow run was open", file=sys.stderr, flush=True)
+    os._exit(128 + signal.SIGINT)
 
 
 def fail(error: Exception):

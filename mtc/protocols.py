@@ -183,7 +183,10 @@ def plan_leaderboard(study_name: str, methods: list[str], overrides: list[str], 
         if board.benchmarks:
             boards.append(board)
     if not boards:
-        reasons = "; ".join(f"{where}: {why}" for where, why in not_run.items())
+        by_reason: dict[str, list[str]] = {}
+        for where, why in not_run.items():
+            by_reason.setdefault(why, []).append(where)
+        reasons = "; ".join(f"{', '.join(wheres)}: {why}" for why, wheres in by_reason.items())  # each reason once
         raise InputError(f"study {study_name!r}: no benchmark of its compare folders to run {', '.join(methods)} on"
                          + (f" with --only {' '.join(only)}" if only else "") + (f" ({reasons})" if reasons else ""))
     plans = plan_study(Study(study_name, tuple(kept_protocols), ()), overrides, [])

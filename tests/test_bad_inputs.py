@@ -11,11 +11,13 @@ what the commands print now, and a test checks that the page is what it would wr
 """
 
 import atexit
+import contextlib
 import functools
 import os
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -36,7 +38,7 @@ DOC = Path(__file__).parents[1] / "docs" / "bad_inputs.md"
 TMP = "{tmp}"  # replaced by the test's folder; shown as <tmp> in the page
 READ_ONLY = f"{TMP}/read-only"  # a read-only tmpfs is mounted here for the cases that name it (root only)
 # a case's first argument when it is not `python -m mtc.sweep`; the last takes no Hydra overrides
-COMMANDS = ("mtc.run", "mtc.reproduce", "mtc.results.compare")
+COMMANDS = ("mtc.run", "mtc.reproduce", "mtc.results.compare", "mtc.results.fidelity", "mtc.data")
 # Ten values of each of six MTCMRL parameters: a grid of 10^6 points, written in a few short arguments.
 MILLION_POINTS = [f"++method.grid.{key}=[{','.join(str(v) for v in range(1, 11))}]"
                   for key in ("alpha", "beta", "lambda_", "mu", "max_iter", "tol")]
@@ -47,6 +49,9 @@ CLI_CASES = [
     (["method=nope"], "error: unknown method 'nope'; available: a_asi, a_kmeans, a_ncut"),
     (["data=nope"], "error: unknown data 'nope'; available: "),
     (["method=kmeans", "+method.grid.alpha=[1,2]"], "error: method 'kmeans': unknown grid key 'alpha'"),
+    ([f"hydra.searchpath=[file://{TMP}/conf]", "method=broken"],
+     f"error: cannot read the config {TMP}/conf/method/broken.yaml: expected ',' or ']', but got '<stream end>' at "
+     "line 3, column 1 (while parsing a flow sequence at line 2, column 16)"),
     (["method=kmeans", "++method.params.n_clusters=3"], "error: method 'kmeans': unknown parameter 'n_clusters'"),
     (["method=mtcmrl", "method.grid.lambda_=[-1.0]"],
      "error: method 'mtcmrl', grid point alpha=0.25,lambda_=-1.0: The 'lambda_' parameter of MTCMRL must be a float "
@@ -171,6 +176,14 @@ CLI_CASES = [
      "error: sweep mtcmrl-mine: task 1's largest |x| is 5e+30 and task 0's 6, 8.3e+29 times apart (more than 1e+08)"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/docs]", "data.params.n_clusters=2"],
      f"error: {TMP}/docs: document 'b.png' is binary (a NUL byte at offset 8), not a text document"),
+    (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/news]", "data.params.n_clusters=2",
+      "data.params.scale=minmax"],
+     "error: data.params.scale=minmax: text folders are scaled by their vectoriser's settings (data.params.text), "
+     "which give tfidf; leave scale at auto, or set data.params.text (tfidf=false: counts; l2_normalize=false: rows "
+     "as counted)"),
+    (["method=lssmtc", "data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv]",
+      "data.params.label_column=label", "method.grid.n_components=[4,8]"],
+     "error: sweep lssmtc-mine: no grid point can fit the data (n_components=4 exceeds the 2 features)"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/pipe.csv]", "data.params.label_column=label"],
      f"error: {TMP}/pipe.csv: a FIFO (named pipe), not a regular file: give a data file or a folder of text documents"),
     (["data=files", "data.name=mine", "data.params.paths=[/dev/zero]", "data.params.n_clusters=2"],
@@ -212,6 +225,26 @@ CLI_CASES = [
     (["mtc.reproduce", "bad-study.yaml"], "error: study file bad-study.yaml: not valid YAML (expected the node "
                                           "content, but found '-' at line 2, column 3)"),
     (["mtc.reproduce", "gone.yaml"], "error: missing study file gone.yaml"),
+    (["mtc.reproduce", "mtcmrl", "spmtc"], "error: one study and Hydra overrides (key=value), got 2 names: mtcmrl "
+                                           "spmtc"),
+    (["mtc.reproduce", "every_method", "data=files", "data.name=mine", f"data.params.paths=[{TMP}/gone.csv,{TMP}/gone2.csv]",
+      "data.params.label_column=label"],
+     f"error: study 'every_method': no method can run on this data: every method: {TMP}/gone.csv: missing file; "
+     f"{TMP}/gone2.csv: missing file"),
+    (["mtc.reproduce", "every_method", "data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv]",
+      "data.params.label_column=label", "--only", "kmeanz"],
+     "error: study 'every_method': --only kmeanz names no method of the study, nor its data (files, mine) or a sweep"),
+    # a store of a newer MLflow, fidelity's results folder, the data root
+    ([f"mlflow.tracking_uri=sqlite:///{TMP}/newer.db"], f"error: the tracking store {TMP}/newer.db was written by a "
+                                                       "newer MLflow (schema revision 9f8e7d6c5b4a"),
+    (["mtc.results.compare", "--tracking-uri", f"sqlite:///{TMP}/newer.db"],
+     f"error: the tracking store {TMP}/newer.db was written by a newer MLflow (schema revision 9f8e7d6c5b4a"),
+    (["mtc.results.fidelity", "--results", f"{TMP}/gone"], f"error: --results {TMP}/gone: no such folder; expected "
+                                                          "the compare_* folders"),
+    (["mtc.results.fidelity", "--results", READ_ONLY], f"error: --results {READ_ONLY}: an empty folder; expected the "
+                                                      "compare_* folders"),
+    (["mtc.data", "root", f"{TMP}/a-file"], f"error: {TMP}/a-file is a file, not a folder: give the folder that holds "
+                                            "the corpora"),
     (["mtc.results.compare", "--published", "bad-published.csv"], "error: --published bad-published.csv: no column "
                                                                   "paper, table, task, metric, mean, std"),
 ]
@@ -311,6 +344,12 @@ def prepare(tmp: Path, ray_address: str) -> None:
     (tmp / "one.csv").write_text("a,b\n1,2\n")  # one sample for two clusters
     (tmp / "dup.csv").write_text("a,a,label\n1,2,x\n3,4,y\n")  # a column name twice
     (tmp / "huge.csv").write_text("a,b,label\n1e30,2e30,x\n3e30,4e30,y\n5e30,1e30,x\n")  # t1.csv's task times 1e30
+    (tmp / "conf" / "method").mkdir(parents=True)  # a method config on a search path, its YAML broken
+    (tmp / "conf" / "method" / "broken.yaml").write_text("_target_: mtc.methods.kmeans.KMeansClusterer\n"
+                                                         "grid: {n_init: [1, 2\n")
+    (tmp / "news").mkdir()  # a folder of text documents
+    (tmp / "news" / "a.txt").write_text("apples and pears")
+    (tmp / "news" / "b.txt").write_text("plums and cherries")
     (tmp / "docs").mkdir()  # a folder of text documents with an image among them
     (tmp / "docs" / "a.txt").write_text("apples and pears")
     (tmp / "docs" / "b.png").write_bytes(PNG)
@@ -321,6 +360,9 @@ def prepare(tmp: Path, ray_address: str) -> None:
     (tmp / "bad-study.yaml").write_text("sweeps: [\n  - methods: [kmeans\n")  # a list never closed
     (tmp / "bad-published.csv").write_text("benchmark,method\nreuters,kmeans\n")  # published numbers lacking columns
     shutil.copy(empty_store(), tmp / "mlflow.db")  # compare's default store, sqlite:///mlflow.db
+    shutil.copy(empty_store(), tmp / "newer.db")  # a store of an MLflow newer than ours: a revision it does not know
+    with contextlib.closing(sqlite3.connect(tmp / "newer.db")) as newer, newer:
+        newer.execute("UPDATE alembic_version SET version_num = '9f8e7d6c5b4a'")
     (tmp / "folder-root" / "reuters21578" / "reuters21578.tar.xz").mkdir(parents=True)  # a folder named as the file
     (tmp / "tmp" / "ray").mkdir(parents=True)  # the command's TMPDIR, so Ray's temp folder is TMPDIR/ray
     (tmp / "tmp" / "ray" / "ray_current_cluster").write_text(ray_address)
@@ -339,7 +381,7 @@ def run_case(args: list[str], tmp: Path, ray_address: str = "127.0.0.1:1") -> tu
     defaults = [f"output_dir={tmp / 'out'}", f"mlflow.tracking_uri=sqlite:///{tmp / 'db'}", "sweep.repeats=1"]
     if module == "mtc.run":
         defaults.pop()
-    if module == "mtc.results.compare":  # not a Hydra command: its options only
+    if module in ("mtc.results.compare", "mtc.results.fidelity", "mtc.data"):  # not Hydra commands: their options
         defaults = []
     command = [*args, *defaults] if module == "mtc.reproduce" else [*defaults, *args]  # the study comes first
     env = {key: value for key, value in os.environ.items() if key not in ("RAY_ADDRESS", "RAY_TMPDIR")}

@@ -15,7 +15,7 @@ import sys
 import time
 
 from mtc.cli import available, compose_config
-from mtc.data.sources import find_data_root, set_user_data_root, user_config_file
+from mtc.data.sources import find_data_root, resolved, set_user_data_root, user_config_file
 from mtc.data.spec import data_spec
 from mtc.errors import InputError
 
@@ -65,7 +65,16 @@ def set_root(folder: str | None) -> str:
     -------
     str
         What was done, and the data root every command now uses.
+
+    Raises
+    ------
+    InputError
+        ``folder`` is a file or no folder, or the user config file cannot be written
+        (set_user_data_root).
     """
+    path = None if folder is None else resolved(folder)
+    if path is not None and path.exists() and not path.is_dir():
+        raise InputError(f"{path} is a file, not a folder: give the folder that holds the corpora (e.g. reuters21578/)")
     config = set_user_data_root(folder)
     done = f"data root removed from {config}" if folder is None else f"data root written to {config}"
     return f"{done}\nnow: {show_root()}"

@@ -266,9 +266,28 @@ def fidelity(results: Path = RESULTS, published: Path = PUBLISHED, reasons: Path
     InputError
         A missing or bad published file or reasons file, no cells, cells that disagree.
     """
+    check_results(Path(results))
     papers, entries = read_reasons(reasons or Path(results) / REASONS)
     frame = fidelity_frame(read_published(published), read_cells(Path(results)), entries)
     return frame, papers, entries
+
+
+def check_results(results: Path) -> None:
+    """Refuse a ``--results`` that is missing, a file or an empty folder, saying what it should hold.
+
+    Raises
+    ------
+    InputError
+        ``results`` is not a folder, or an empty one.
+    """
+    if not results.is_dir():
+        what = "a file, not a folder" if results.exists() else "no such folder"
+    elif not any(results.iterdir()):
+        what = "an empty folder"
+    else:
+        return
+    raise InputError(f"--results {results}: {what}; expected the compare_* folders (their cells.csv) and {REASONS} "
+                     "in it (run from the repository root, or give the folder that holds them)")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -288,8 +307,11 @@ def main(argv: list[str] | None = None) -> None:
         frame, papers, reasons = fidelity(args.results, args.published, args.reasons)
     except InputError as error:
         fail(error)
-    (args.results / "fidelity.csv").write_text(fidelity_csv(frame))
-    (args.results / "fidelity.md").write_text(fidelity_markdown(frame, papers, reasons))
+    try:
+        (args.results / "fidelity.csv").write_text(fidelity_csv(frame))
+        (args.results / "fidelity.md").write_text(fidelity_markdown(frame, papers, reasons))
+    except OSError as error:
+        fail(InputError(f"cannot write {error.filename} ({error.strerror}); give a writable folder with --results"))
     means = frame[frame.task == "mean"]
     counts = ", ".join(f"{status} {int((means.status == status).sum())}" for status in STATUSES)
     print(f"{len(means)} published means: {counts}; unexplained {int((means.reason == UNEXPLAINED).sum())}: "

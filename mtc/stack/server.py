@@ -1,6 +1,7 @@
 """The tracking stack for cluster mode: PostgreSQL and an MLflow tracking server, on loopback.
 
     python -m mtc.stack start [--dir DIR] [--port 5000] [--db-port 5433] [--host 127.0.0.1] [--auth]
+    python -m mtc.stack restart [--dir DIR] [--port ...] [--host ...] [--auth]
     python -m mtc.stack status [--dir DIR]
     python -m mtc.stack stop [--dir DIR]
 
@@ -14,8 +15,15 @@ machine that ran them. ``--auth`` turns on MLflow's basic-auth app (users in the
 and ``MTC_MLFLOW_PASSWORD``); clients then set ``MLFLOW_TRACKING_USERNAME`` and
 ``MLFLOW_TRACKING_PASSWORD``. Sweeps use it with ``mlflow.tracking_uri=<the printed URI>``.
 ``DIR`` defaults to ``$MTC_STACK_DIR``, else ``~/.cache/mtc/stack`` (``/var/tmp/mtc-stack`` as
-root); ``DIR/stack.json``
-records what runs. ``stop`` stops exactly what ``start`` started.
+root); ``DIR/stack.json`` records what runs, and a later command reuses its settings unless
+given others.
+
+The two parts are looked after apart: ``start`` brings up whichever of them is down and
+leaves a running one as it is (a stale ``postmaster.pid``, left by a PostgreSQL that was
+killed, is removed once no live PostgreSQL of ``DIR/pgdata`` holds its pid, as PostgreSQL
+advises); ``restart`` stops and starts the tracking server, and brings PostgreSQL up if it is
+down. On an error, neither stops a part that ran before it. ``status`` says which part is up
+(exit 0 when both are, else 3). ``stop`` stops exactly what runs from ``DIR``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import http.client
 import json
 import os
 import re
@@ -33,7 +42,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from mtc.errors import InputError
@@ -42,6 +51,7 @@ DB_USER = "mtc"
 DB_NAME = "mlflow"
 AUTH_DB_NAME = "mlflow_auth"
 STATE_FILE = "stack.json"
+DEFAULTS = {"host": "127.0.0.1", "port": 5000, "db_port": 5433, "auth": False}
 AUTH_CACHE_SECONDS = 60  # a changed or removed password is refused at most this long after
 
 
@@ -115,8 +125,31 @@ def log_reasons(log: Path, offset: int) -> str:
     return "; ".join(dict.fromkeys(text.rstrip(".") for text in [*said, *why])) if said else ""
 
 
+@dataclass(frozen=True)
+class Postmaster:
+    """A live PostgreSQL of a stack's folder: its pid and its port on 127.0.0.1."""
+
+    pid: int
+    port: int
+
+
+def running_database(root: Path) -> Postmaster | None:
+    """The PostgreSQL that runs on ``root/pgdata``, else None. Its ``postmaster.pid`` names a
+    pid; that pid counts only while its process runs in the data folder (PostgreSQL works there),
+    not after it exited (a zombie has no folder) nor when the pid went to another process."""
+    data = root / "pgdata"
+    try:
+        lines = (data / "postmaster.pid").read_text().splitlines()  # pid, folder, start time, port, ...
+        found = Postmaster(int(lines[0]), int(lines[3]))
+        return found if os.readlink(f"/proc/{found.pid}/cwd") == str(data.resolve()) else None
+    except (OSError, ValueError, IndexError):  # no file, a file being written, no such process
+        return None
+
+
 def start_database(root: Path, port: int) -> None:
-    """Create the cluster once, start it on 127.0.0.1:port and create the databases."""
+    """Create the cluster once, start it on 127.0.0.1:port unless it runs, and create the
+    databases. The lock files of a PostgreSQL that no longer runs are removed first: PostgreSQL
+    refuses to start while the pid they name is alive, whatever program now has it."""
     data = root / "pgdata"
     if os.geteuid() == 0:
         shutil.chown(root, "postgres")
@@ -126,17 +159,20 @@ def start_database(root: Path, port: int) -> None:
     if not (data / "PG_VERSION").exists():
         run(as_database_owner([postgres_binary("initdb"), "-D", str(data), "-U", DB_USER, "--auth=trust",
                                "-E", "UTF8"]), "initdb")
-    options = f"-p {port} -c listen_addresses=127.0.0.1 -k {root}"
-    log = root / "postgres.log"
-    logged = log.stat().st_size if log.exists() else 0
-    try:
-        run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(data), "-l", str(log),
-                               "-o", options, "-w", "-t", "60", "start"]), "starting PostgreSQL")
-    except RuntimeError as error:
-        reasons = log_reasons(log, logged)
-        if not reasons:
-            raise
-        raise RuntimeError(f"PostgreSQL did not start on 127.0.0.1:{port}: {reasons} (its log: {log})") from error
+    if running_database(root) is None:
+        for lock in [data / "postmaster.pid", *root.glob(".s.PGSQL.*.lock")]:
+            lock.unlink(missing_ok=True)
+        options = f"-p {port} -c listen_addresses=127.0.0.1 -k {root}"
+        log = root / "postgres.log"
+        logged = log.stat().st_size if log.exists() else 0
+        try:
+            run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(data), "-l", str(log),
+                                   "-o", options, "-w", "-t", "60", "start"]), "starting PostgreSQL")
+        except RuntimeError as error:
+            reasons = log_reasons(log, logged)
+            if not reasons:
+                raise
+            raise RuntimeError(f"PostgreSQL did not start on 127.0.0.1:{port}: {reasons} (its log: {log})") from error
     import psycopg2
 
     connection = psycopg2.connect(host="127.0.0.1", port=port, user=DB_USER, dbname="postgres")
@@ -152,9 +188,9 @@ def start_database(root: Path, port: int) -> None:
 
 
 def stop_database(root: Path) -> None:
-    data = root / "pgdata"
-    if (data / "postmaster.pid").exists():
-        run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+    """Stop the PostgreSQL of ``root`` if it runs."""
+    if running_database(root):
+        run(as_database_owner([postgres_binary("pg_ctl"), "-D", str(root / "pgdata"), "-m", "fast", "-w", "stop"]),
             "stopping PostgreSQL")
 
 
@@ -181,7 +217,7 @@ def server_is_up(uri: str) -> bool:
     try:
         with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
             return response.status == 200
-    except (urllib.error.URLError, OSError):
+    except (urllib.error.URLError, OSError, http.client.HTTPException):  # the last: a port that speaks no HTTP/1
         return False
 
 
@@ -197,18 +233,42 @@ def start_server(stack: Stack, timeout: float = 120.0) -> int:
     if stack.auth:
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(auth_config(stack))
         env.setdefault("MLFLOW_FLASK_SERVER_SECRET_KEY", os.urandom(16).hex())
-    log = open(root / "server.log", "ab")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    with open(root / "server.log", "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        if answers(stack, lambda: process.poll() is None, timeout):
+            return process.pid
         if process.poll() is not None:
             tail = (root / "server.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"mlflow server exited with {process.returncode}; end of {root / 'server.log'}:\n{tail}")
-        if server_is_up(stack.tracking_uri):
-            return process.pid
+        raise RuntimeError(f"mlflow server did not answer on {stack.tracking_uri}/health within {timeout:.0f} s")
+    except BaseException:  # not left running, retrying a database that start stops on the way out
+        stop_process_group(process.pid)
+        raise
+
+
+def answers(stack: Stack, alive, timeout: float) -> bool:
+    """Whether the server answers on ``/health`` within ``timeout`` seconds; asked again only
+    while ``alive()`` (a callable: does its process still run) holds."""
+    deadline = time.monotonic() + timeout
+    while not server_is_up(stack.tracking_uri):
+        if not alive() or time.monotonic() > deadline:
+            return False
         time.sleep(0.5)
-    stop_process_group(process.pid)
-    raise RuntimeError(f"mlflow server did not answer on {stack.tracking_uri}/health within {timeout:.0f} s")
+    return True
+
+
+def server_runs(stack: Stack) -> bool:
+    """Whether a process of the recorded server's process group runs with ``--port <its port>``
+    (the leader may have died and left its uvicorn serving). An exited process (a zombie not
+    yet reaped) has no command line, and a pid that went to another program is not counted."""
+    mark = f"--port\0{stack.port}\0".encode()
+    for process in Path("/proc").glob("[0-9]*") if stack.server_pid else ():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            group = int((process / "stat").read_text().rsplit(")", 1)[1].split()[2])  # after the command's name
+            if group == stack.server_pid and mark in (process / "cmdline").read_bytes():
+                return True
+    return False
 
 
 def stop_process_group(pid: int, grace: float = 10.0) -> None:
@@ -244,72 +304,130 @@ def load_state(root: Path) -> Stack | None:
     return Stack(**json.loads(path.read_text())) if path.exists() else None
 
 
-def start(root: Path, host: str = "127.0.0.1", port: int = 5000, db_port: int = 5433, auth: bool = False) -> Stack:
-    """Start the database and the server (nothing if this folder's stack already runs)."""
-    running = load_state(root)
-    if running and running.server_pid and server_is_up(running.tracking_uri):
-        return running
+def start(root: Path, host: str | None = None, port: int | None = None, db_port: int | None = None,
+          auth: bool | None = None, restart: bool = False) -> Stack:
+    """Bring up whichever part of this folder's stack is down and leave a running part alone.
+
+    Parameters
+    ----------
+    root : Path
+        The stack's folder.
+    host, port, db_port, auth : optional
+        The settings; None keeps the recorded one (``root/stack.json``), else the default
+        (DEFAULTS). One that differs from what a running part uses is refused (InputError).
+    restart : bool, default=False
+        Stop and start the tracking server even if it runs (``restart``).
+
+    Returns
+    -------
+    Stack
+        What runs now (also written to ``root/stack.json``).
+
+    Notes
+    -----
+    The server counts as running while it answers on ``/health`` or ``server_runs`` finds it
+    (one that does not answer yet is waited for); PostgreSQL, while ``running_database`` finds
+    it. On an error, only a part this call started is stopped.
+    """
+    recorded = load_state(root)
+    database = running_database(root)
+    old_server = bool(recorded and server_runs(recorded))
+    keep_server = bool(recorded and not restart and (old_server or server_is_up(recorded.tracking_uri)))
+    running = asdict(recorded) if keep_server else {}
+    if database:
+        running["db_port"] = database.port
+    given = {"host": host, "port": port, "db_port": db_port, "auth": auth}
+    for key, value in given.items():
+        if value is not None and key in running and value != running[key]:
+            flag = f"--{key.replace('_', '-')}"
+            raise InputError(f"the stack in {root} runs with {flag} {running[key]}: to use {flag} {value}, stop it "
+                             f"first (python -m mtc.stack stop --dir {root})")
+    chosen = {key: value for key, value in given.items() if value is not None}
+    stack = Stack(**{**DEFAULTS, **(asdict(recorded) if recorded else {}), **chosen, **running, "dir": str(root)})
     root.mkdir(parents=True, exist_ok=True)
     (root / "artifacts").mkdir(exist_ok=True)
-    stack = Stack(str(root), host, port, db_port, auth)
     try:
-        start_database(root, db_port)
-        stack = Stack(**{**asdict(stack), "server_pid": start_server(stack)})
+        start_database(root, stack.db_port)
+        if keep_server and not answers(stack, lambda: server_runs(stack), 60):  # starting, or on its way out
+            if server_runs(stack):
+                raise RuntimeError(f"the tracking server (process group {stack.server_pid}) runs but does not answer "
+                                   f"on {stack.tracking_uri}/health (its log: {root / 'server.log'}); replace it with "
+                                   f"python -m mtc.stack restart --dir {root}")
+            keep_server = False
+        if not keep_server:
+            if restart and old_server:
+                stop_process_group(recorded.server_pid)
+            stack = replace(stack, server_pid=start_server(stack))
     except BaseException:
-        with contextlib.suppress(RuntimeError):  # a database that never started cannot be stopped: the first error says why
-            stop_database(root)
+        if database is None:  # PostgreSQL was down before: leave it down (one that never started
+            with contextlib.suppress(RuntimeError):  # cannot be stopped: the first error says why)
+                stop_database(root)
         raise
     (root / STATE_FILE).write_text(json.dumps(asdict(stack), indent=1))
     return stack
 
 
 def stop(root: Path) -> None:
-    """Stop the server's process group and the database this folder's ``start`` started."""
+    """Stop the server's process group and the database of this folder."""
     stack = load_state(root)
-    if stack and stack.server_pid:
+    if stack and server_runs(stack):
         stop_process_group(stack.server_pid)
     stop_database(root)
     (root / STATE_FILE).unlink(missing_ok=True)
 
 
-def restart_server(root: Path) -> Stack:
-    """Stop and start this folder's tracking server (the database keeps running)."""
-    stack = load_state(root)
-    if stack is None:
+def restart_server(root: Path, **settings) -> Stack:
+    """Stop and start this folder's tracking server; PostgreSQL is brought up if it is down,
+    never stopped. ``settings``: as ``start`` takes them."""
+    if load_state(root) is None:
         raise InputError(f"no stack in {root}; start one with python -m mtc.stack start")
-    if stack.server_pid:
-        stop_process_group(stack.server_pid)
-    stack = Stack(**{**asdict(stack), "server_pid": start_server(stack)})
-    (root / STATE_FILE).write_text(json.dumps(asdict(stack), indent=1))
-    return stack
+    return start(root, **settings, restart=True)
+
+
+def status(root: Path) -> tuple[list[str], bool]:
+    """One line per part of this folder's stack (up or down, pid, address), and whether both are up."""
+    recorded = load_state(root)
+    database = running_database(root)
+    if recorded is None and database is None:
+        return [f"no stack in {root}"], False
+    server_up = bool(recorded and server_is_up(recorded.tracking_uri))
+    pid = recorded.server_pid if recorded and server_runs(recorded) else None
+    lines = [f"PostgreSQL: up, pid {database.pid}, 127.0.0.1:{database.port}" if database else
+             f"PostgreSQL: down, 127.0.0.1:{recorded.db_port}",
+             f"tracking server: {'up' if server_up else 'down'}, " + (f"pid {pid}, " if pid else "") +
+             (recorded.tracking_uri if recorded else f"not recorded ({root / STATE_FILE} is missing)")]
+    return lines, bool(database) and server_up
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtc.stack", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["start", "stop", "restart", "status"])
     parser.add_argument("--dir", help="the stack's folder (default $MTC_STACK_DIR, else ~/.cache/mtc/stack)")
-    parser.add_argument("--host", default="127.0.0.1", help="the server's address (loopback unless told otherwise)")
-    parser.add_argument("--port", type=int, default=5000, help="the tracking server's port")
-    parser.add_argument("--db-port", type=int, default=5433, help="PostgreSQL's port (on 127.0.0.1)")
-    parser.add_argument("--auth", action="store_true", help="MLflow basic auth (admin from MTC_MLFLOW_PASSWORD)")
+    parser.add_argument("--host", help="the server's address (default: the recorded one, else 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="the tracking server's port (default: the recorded one, else 5000)")
+    parser.add_argument("--db-port", type=int, help="PostgreSQL's port on 127.0.0.1 (default: the recorded one, "
+                                                    "else 5433)")
+    parser.add_argument("--auth", action="store_true", default=None,
+                        help="MLflow basic auth (admin from MTC_MLFLOW_PASSWORD; default: as recorded, else off)")
     args = parser.parse_args(argv)
     root = stack_dir(args.dir)
+    settings = {"host": args.host, "port": args.port, "db_port": args.db_port, "auth": args.auth}
     try:
         if args.command == "start":
-            stack = start(root, args.host, args.port, args.db_port, args.auth)
+            stack = start(root, **settings)
             print(f"tracking server {stack.tracking_uri} (PostgreSQL on 127.0.0.1:{stack.db_port}, artifacts "
                   f"served from {root / 'artifacts'}{', basic auth' if stack.auth else ''}); sweeps: "
                   f"mlflow.tracking_uri={stack.tracking_uri}; stop: python -m mtc.stack stop --dir {root}")
         elif args.command == "restart":
-            stack = restart_server(root)
-            print(f"restarted the tracking server {stack.tracking_uri} (pid {stack.server_pid})")
+            stack = restart_server(root, **settings)
+            print(f"restarted the tracking server {stack.tracking_uri} (pid {stack.server_pid}; PostgreSQL on "
+                  f"127.0.0.1:{stack.db_port})")
         elif args.command == "stop":
             stop(root)
             print(f"stopped the stack in {root}")
         else:
-            stack = load_state(root)
-            up = bool(stack and server_is_up(stack.tracking_uri))
-            print(f"{stack.tracking_uri if stack else 'no stack'} in {root}: {'up' if up else 'down'}")
+            lines, up = status(root)
+            print("\n".join(lines))
             return 0 if up else 3
     except (InputError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -10,7 +10,11 @@ half a minute, then the trial fails and Ray Tune retries it)."""
 from __future__ import annotations
 
 import base64
+import functools
+import importlib.metadata
+import importlib.util
 import os
+import re
 import socket
 import sqlite3
 import tempfile
@@ -88,13 +92,15 @@ def check_server(uri: str, timeout: float) -> None:
 
 
 def check_sqlite(path: str, timeout: float) -> None:
-    """An existing store opens; for a new one, its folder (or the nearest existing parent)
-    takes files. Nothing is created here."""
+    """An existing store opens and is not of a newer MLflow (check_schema); for a new one, its
+    folder (or the nearest existing parent) takes files. Nothing is created here."""
+    revision = None
     try:
         if Path(path).exists():
             connection = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, timeout=timeout)
             try:
-                connection.execute("PRAGMA user_version").fetchone()
+                if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'alembic_version'").fetchone():
+                    revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()
             finally:
                 connection.close()
         else:
@@ -102,6 +108,7 @@ def check_sqlite(path: str, timeout: float) -> None:
     except (OSError, sqlite3.Error) as error:
         raise UnreachableError(f"cannot open the SQLite tracking store {path} ({reason(error)}); choose a writable "
                                "place with mlflow.tracking_uri=sqlite:///<path>.db") from None
+    check_schema(path, revision and revision[0])
 
 
 def check_database(uri: str, timeout: float) -> None:
@@ -111,11 +118,59 @@ def check_database(uri: str, timeout: float) -> None:
     try:
         with engine.connect() as connection:
             connection.execute(sqlalchemy.text("SELECT 1"))
+            revision = connection.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar() \
+                if sqlalchemy.inspect(connection).has_table("alembic_version") else None
     except Exception as error:  # the driver's own errors (psycopg2.OperationalError, ...), or a missing driver
         first = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
         raise UnreachableError(f"cannot reach the tracking database {safe(uri)} ({first})") from None
     finally:
         engine.dispose()
+    check_schema(safe(uri), revision)
+
+
+def check_schema(store: str, revision: str | None) -> None:
+    """Refuse a store whose MLflow schema revision (its ``alembic_version``) this MLflow does not
+    know: a newer MLflow wrote it, and MLflow's own error would call it out-of-date and advise
+    ``mlflow db upgrade``, which cannot help. A new store (no revision) and an older one (which
+    ``mlflow db upgrade`` does bring up to date) pass.
+
+    Parameters
+    ----------
+    store : str
+        The store as named in the message (a path or a URI without its password).
+    revision : str or None
+        The store's schema revision.
+
+    Raises
+    ------
+    UnreachableError
+        The revision is not one of this MLflow's.
+    """
+    if revision is None:
+        return
+    known = mlflow_revisions()
+    if revision not in known:
+        newest = (set(known) - set(known.values())).pop()  # the revision no other one follows
+        raise UnreachableError(f"the tracking store {store} was written by a newer MLflow (schema revision {revision}, "
+                               f"unknown to this mlflow {importlib.metadata.version('mlflow')}, whose newest is "
+                               f"{newest}): this MLflow cannot read it; upgrade mlflow, or choose another store")
+
+
+MIGRATION_FIELD = re.compile(r"""^(revision|down_revision)\s*=\s*["']?([0-9a-f]+|None)["']?""", re.M)
+
+
+@functools.cache
+def mlflow_revisions() -> dict[str, str | None]:
+    """This MLflow's schema revisions, each with the one it follows, read from its migration
+    files (``revision = "..."``, ``down_revision = "..."``) without importing MLflow: a finished
+    sweep's rerun checks its store and imports no MLflow (mtc.sweep.command)."""
+    folder = Path(importlib.util.find_spec("mlflow").submodule_search_locations[0]) / "store" / "db_migrations" / "versions"
+    found = {}
+    for path in folder.glob("*.py"):
+        fields = dict(MIGRATION_FIELD.findall(path.read_text()))
+        if "revision" in fields:
+            found[fields["revision"]] = None if fields.get("down_revision", "None") == "None" else fields["down_revision"]
+    return found
 
 
 def check_writable(folder: Path, what: str = "output folder", setting: str = "output_dir") -> None:

@@ -284,8 +284,9 @@ def batch_payload(experiment_id: str, parent_id: str, records: list[RunRecord]) 
 def post_batch(tracking_uri: str, experiment_id: str, parent_id: str, records: list[RunRecord]) -> list[str]:
     """The batch in one request to the server's BATCH_ENDPOINT (its credentials as MLflow's
     client finds them, its retries of lost answers and 5xx: the route writes a batch once); the
-    run ids in the records' order. Raises BatchNotTaken (above), ParentClosed on 409 (nothing
-    written) and RuntimeError for any other refusal."""
+    run ids in the records' order. Raises BatchNotTaken (above), ParentClosed on the 409 of a
+    closed parent (nothing written) and RuntimeError for any other refusal (the 409 RUN_CHANGED
+    of a stored run's id sent with other content among them)."""
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
 
@@ -301,6 +302,8 @@ def post_batch(tracking_uri: str, experiment_id: str, parent_id: str, records: l
         body = response.json()
     except ValueError:
         body = {"message": response.text[:500]}
+    if response.status_code == 409 and body.get("error_code") == "RUN_CHANGED":  # a stored run's id, other content
+        raise RuntimeError(body["message"])
     if response.status_code == 409:
         raise ParentClosed(body.get("message", f"parent run {parent_id} is closed"))
     if response.status_code != 200:

@@ -91,11 +91,17 @@ class NotServed(Exception):
     requests instead)."""
 
 
+class RunChanged(Exception):
+    """A run of the batch is stored already, by its id, name, times and tags, but with other
+    content: the batch reuses stored run ids (answered 409, nothing written)."""
+
+
 def write_batch():
     """POST ``{"experiment_id", "parent_id", "runs": [...]}`` (``run_writer.batch_payload``):
     200 with the run ids once every run of the batch is stored (a request sent again after a
-    lost answer finds its runs and writes nothing twice: write_unstored); 409 when the parent
-    is no longer RUNNING (nothing written); 400, in one line, for a malformed body, an id that
+    lost answer finds its runs and writes nothing twice: write_unstored); 409, nothing written,
+    when the parent is no longer RUNNING or a run of the batch is stored with other content
+    (RunChanged); 400, in one line, for a malformed body, an id that
     is already another run's (run_writer.RunIdTaken: the parent's, say), a parent that is not
     in the experiment or an experiment that is not active; 501 for a batch the server does not
     write (NotServed). Every answer carries ``run_writer.BATCH_HEADER``, so that the client can
@@ -128,6 +134,8 @@ def write_batch():
         return answer(400, error_code="RESOURCE_ALREADY_EXISTS", message=str(error))
     except run_writer.ParentClosed as error:
         return answer(409, error_code="PARENT_CLOSED", message=str(error))
+    except RunChanged as error:
+        return answer(409, error_code="RUN_CHANGED", message=str(error))
     except NotServed as error:
         return answer(501, error_code="NOT_IMPLEMENTED", message=str(error))
     except OSError as error:  # the files (a full disk): 507, which the client does not retry, unlike a 500
@@ -139,16 +147,16 @@ def write_batch():
 
 
 def write_unstored(store, experiment_id: str, parent, ids: list[str], records: list[run_writer.RunRecord]) -> None:
-    """Write the batch's runs that the store does not hold yet (run_writer.stored_runs, which
-    raises RunIdTaken for an id of another run before any file is written). When a sending of
-    the same batch commits while this one is being written (the client sent it again before the
-    first had finished), this one's INSERT fails on the run ids: the batch stands if every run
-    is now stored as the batch's."""
+    """Write the batch's runs that the store does not hold yet (stored_as_sent, which raises
+    RunIdTaken for an id of another run and RunChanged for a run stored with other content
+    before any file is written). When a sending of the same batch commits while this one is
+    being written (the client sent it again before the first had finished), this one's INSERT
+    fails on the run ids: the batch stands if every run is now stored as the batch's."""
     from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import IntegrityError
 
     parent_id = parent.info.run_id
-    stored = run_writer.stored_runs(store, experiment_id, parent_id, ids, records)
+    stored = stored_as_sent(store, experiment_id, parent_id, ids, records)
     unstored = [i for i, done in enumerate(stored) if not done]
     if not unstored:
         return
@@ -159,8 +167,73 @@ def write_unstored(store, experiment_id: str, parent, ids: list[str], records: l
                              ids=[ids[i] for i in unstored])
     except MlflowException as error:
         if not isinstance(error.__cause__, IntegrityError) or \
-                not all(run_writer.stored_runs(store, experiment_id, parent_id, ids, records)):
+                not all(stored_as_sent(store, experiment_id, parent_id, ids, records)):
             raise
+
+
+def stored_as_sent(store, experiment_id: str, parent_id: str, ids: list[str],
+                   records: list[run_writer.RunRecord]) -> list[bool]:
+    """Which of a batch's runs the store holds already (run_writer.stored_runs, which compares
+    a stored run's name, times and tags), each checked to hold the record's status, params and
+    metrics too.
+
+    Parameters
+    ----------
+    store : mlflow.store.tracking.sqlalchemy_store.SqlAlchemyStore
+        The SQL store.
+    experiment_id, parent_id : str
+        The batch's experiment and parent run.
+    ids : list of str
+        The runs' ids, chosen by the client.
+    records : list of RunRecord
+        The runs, in the order of ``ids``.
+
+    Returns
+    -------
+    list of bool
+        Per run, whether it is stored.
+
+    Raises
+    ------
+    RunIdTaken
+        An id is another run's (run_writer.stored_runs).
+    RunChanged
+        A stored run of the batch holds another status, other params or other metrics: a
+        different batch under the same ids, which an acknowledgement would leave unwritten.
+    """
+    import sqlalchemy as sa
+    from mlflow.store.tracking.dbmodels.models import SqlMetric, SqlParam, SqlRun
+
+    stored = run_writer.stored_runs(store, experiment_id, parent_id, ids, records)
+    pairs = [(run_id, record) for run_id, record, done in zip(ids, records, stored) if done]
+    if not pairs:
+        return stored
+    done = [run_id for run_id, _ in pairs]
+    runs, _, params, metrics, _ = run_writer.sql_rows(store, experiment_id, done, [""] * len(done),
+                                                      [record for _, record in pairs])
+    sent = rows_by_run(done, [(row["run_uuid"], row["status"]) for row in runs],
+                       [(row["run_uuid"], row["key"], row["value"]) for row in params],
+                       [(row["run_uuid"], row["key"], row["value"], row["step"], row["is_nan"]) for row in metrics])
+    with store.ManagedSessionMaker() as session:
+        held = rows_by_run(done, *(session.execute(sa.select(*columns).where(columns[0].in_(done))) for columns in (
+            (SqlRun.run_uuid, SqlRun.status), (SqlParam.run_uuid, SqlParam.key, SqlParam.value),
+            (SqlMetric.run_uuid, SqlMetric.key, SqlMetric.value, SqlMetric.step, SqlMetric.is_nan))))
+    for run_id, record in pairs:
+        changed = [part for part, new, old in zip(("status", "params", "metrics"), sent[run_id], held[run_id])
+                   if new != old]
+        if changed:
+            raise RunChanged(f"run {record.name!r} ({run_id}) is stored with other {' and '.join(changed)} than this "
+                             "batch's: a batch may not reuse stored run ids; nothing written")
+    return stored
+
+
+def rows_by_run(ids: list[str], *tables) -> dict[str, tuple[set, ...]]:
+    """Per run id, per table, the set of its rows: each row of a table is (run id, values...)."""
+    found = {run_id: tuple(set() for _ in tables) for run_id in ids}
+    for i, rows in enumerate(tables):
+        for run_id, *values in rows:
+            found[run_id][i].add(tuple(values))
+    return found
 
 
 def one_line(error) -> str:

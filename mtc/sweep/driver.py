@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -68,6 +69,7 @@ from mtc.sweep.stopping import (
     moment,
     ray_keeps_our_signal_handlers,
     ray_processes_in_a_group_of_their_own,
+    server_unanswered,
     shielded,
     stop_signals,
 )
@@ -117,13 +119,15 @@ class SweepJob:
 class TunerOutcome:
     """The Ray Tune run of one or more sweeps' trials: ``lost`` holds the errors (one line each,
     distinct) of seeds whose runs could not be logged; ``tune_errors`` counts the Tune trials
-    that ended in ERROR, after the second run of those ended with retries left (``run_again``)."""
+    that ended in ERROR, after the second run of those ended with retries left (``run_again``),
+    and ``errors`` says why (tune_error: one line each, distinct)."""
 
     seconds: float = 0.0
     tune_trials: int = 0
     tune_errors: int = 0
     lost: tuple[str, ...] = ()
     run_again: int = 0  # Tune trials ended with retries left and run again (mtc.sweep.stranded)
+    errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,7 @@ def open_sweep(plan: SweepPlan, client, experiment_id: str) -> OpenSweep:
           + (f"features scaled: {scale}, " if scale else "") + f"MLflow parent run {parent_id}"
           + (f"\n{left_out_note(plan.unrunnable, bold='')}" if plan.unrunnable else ""))
     return OpenSweep(plan, client, experiment_id, parent_id, pending, len(finished))
+
 
 def parent_params(run: Settings) -> dict:
     """The parent run's params: the resolved config with the seeds the sweep runs (``seeds``,
@@ -711,31 +716,63 @@ def run_on_ray(opened: list[OpenSweep], cpus: int, name: str, storage: Path, run
     if not sweep.verbose:  # Tune's newer console output ignores verbose=0 (its config box, paths, INFO lines)
         os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
         logging.getLogger("ray.tune").setLevel(logging.WARNING)
+        for logger in ("ray.tune.execution.tune_controller", "ray.tune.tune"):  # the driver's line says why
+            logging.getLogger(logger).addFilter(untold_trial_errors)
     start = time.perf_counter()
     stranded = StrandedTrials()
     results = fit(list(batches), name, finisher, stranded)
-    errors = sum(result.error is not None for result in results)
+    errors = Counter(tune_error(result.error, sweep.max_failures) for result in results if result.error is not None)
     if stranded.batches:  # ended with retries left (mtc.sweep.stranded): run again, once; their sweeps are unclean
         print(f"{name}: {len(stranded.batches)} Ray Tune trial(s) ended with retries left (a worker that died while "
               "they waited for it): running them again once", file=sys.stderr, flush=True)
         again = fit(stranded.batches, f"{name} again")
-        errors += sum(result.error is not None for result in again) - len(stranded.batches)
+        errors -= Counter({worker_died(sweep.max_failures): len(stranded.batches)})  # their first ends: a worker died
+        errors += Counter(tune_error(result.error, sweep.max_failures) for result in again if result.error is not None)
         results += again
     lost = tuple(dict.fromkeys(result.metrics.get("lost_error") for result in results
                                if result.metrics and result.metrics.get("lost_error")))
-    return TunerOutcome(time.perf_counter() - start, len(batches), errors, lost, len(stranded.batches))
+    return TunerOutcome(time.perf_counter() - start, len(batches), errors.total(), lost, len(stranded.batches),
+                        tuple(errors))
+
+
+def untold_trial_errors(record: logging.LogRecord) -> bool:
+    """A filter of Ray Tune's loggers at ``sweep.verbose=0``: without its "Trial task failed"
+    tracebacks (one per failure and retry: 537 lines for a tracking server that stopped
+    answering) and its "Trials did not complete" list; the progress line counts them, and the
+    driver's one line says why (tune_error)."""
+    return not record.getMessage().startswith(("Trial task failed", "Trials did not complete"))
+
+
+def tune_error(error: BaseException, max_failures: int) -> str:
+    """Why a Ray Tune trial ended in ERROR, in one line: what its trainable raised (a tracking
+    server that did not answer named as such: server_unanswered), else its Ray worker died."""
+    cause = getattr(error, "cause", None)  # Ray's RayTaskError holds what the task raised
+    if isinstance(cause, Exception):
+        return server_unanswered(cause) or error_line(cause)
+    return worker_died(max_failures)
+
+
+def worker_died(max_failures: int) -> str:
+    """Why Ray Tune trials ended in ERROR when their Ray worker died, in words."""
+    return f"their Ray worker died and its retries (sweep.max_failures={max_failures}) ran out"
 
 
 def abandon(opened: OpenSweep, error: BaseException, trials_total: int) -> str:
-    """Close a sweep that its driver leaves: the unfinished child runs and the parent KILLED
-    (a stop signal) or FAILED (an error); returns how far it got."""
+    """Close a sweep that its driver leaves: reported (finish_sweep, the parent FINISHED) when a
+    stop signal finds every planned trial with a FINISHED run, so that the same command counts
+    it finished; else, or if its report fails, the unfinished child runs and the parent KILLED
+    (a stop signal) or FAILED (an error). Returns how far it got."""
     status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
     how = as_stopped(error).how if status == "KILLED" else f"the sweep's driver failed ({error_line(error)})"
     client, parent = opened.client, opened.parent_id
     runs = child_runs(opened)
+    done = sum(run.info.status == "FINISHED" for run in runs)  # closing leaves FINISHED runs as they are
+    if status == "KILLED" and not lost_trials(opened, [run for run in runs if run.info.status == "FINISHED"]):
+        with contextlib.suppress(Exception):  # else closed KILLED below; the same command reports it
+            finish_sweep(opened)
+            return f"{trials_total} of {trials_total} trials finished (MLflow parent run {parent}, FINISHED: reported)"
     tracking.close_unfinished(client, runs, status, f"{how}; run the same command again to resume")
     client.set_terminated(parent, status)
-    done = sum(run.info.status == "FINISHED" for run in runs)  # closing leaves FINISHED runs as they are
     return f"{done} of {trials_total} trials finished (MLflow parent run {parent}, {status})"
 
 
@@ -790,8 +827,9 @@ def incomplete_message(opened: OpenSweep, lost: dict[str, str], tuner: TunerOutc
     full = [c for c in causes if c.startswith(os.strerror(errno.ENOSPC).lower()) or "disk is full" in c]
     if full:
         causes = [f"{full[0].split(' writing ')[0]}: {', '.join(full_folders(opened.plan.run)) or 'a full disk'}"]
-    if tuner.tune_errors or ("no run" in lost.values() and not tuner.lost):  # else their runs could not be written
-        causes.append(f"their Ray worker died and its retries (sweep.max_failures={max_failures}) ran out")
+    causes += tuner.errors
+    if "no run" in lost.values() and not tuner.lost and not tuner.errors:  # else their runs could not be written
+        causes.append(worker_died(max_failures))
     why = "; ".join(causes[:2]) or "their runs did not finish"
     return (f"sweep {opened.plan.name}: {len(lost)} of {len(opened.plan.trials)} trials have no result ({why}); "
             f"MLflow parent run {opened.parent_id} is FAILED; "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -232,10 +233,11 @@ def shielded():
 @contextlib.contextmanager
 def command_exits():
     """Within, a sweep's or a study's end other than success becomes one line on stderr and its
-    exit code: a stop signal 128 + its number (130 for Ctrl-C), an incomplete sweep or a full
-    disk 1; any other error propagates (a bug: its traceback). The stop signals raise Stopped
-    from the start (stop_signals: while the config is read and the data planned or loaded
-    too, where SIGTERM and SIGHUP would otherwise end the process on the spot)."""
+    exit code: a stop signal 128 + its number (130 for Ctrl-C), an incomplete sweep, a full
+    disk or a tracking server that stopped answering (server_unanswered) 1; any other error
+    propagates (a bug: its traceback). The stop signals raise Stopped from the start
+    (stop_signals: while the config is read and the data planned or loaded too, where SIGTERM
+    and SIGHUP would otherwise end the process on the spot)."""
     try:
         with stop_signals():
             yield
@@ -247,10 +249,24 @@ def command_exits():
     except SweepIncomplete as incomplete:
         exit_with(f"error: {incomplete}", 1)
     except Exception as error:
-        disk = full_disk(error)
-        if disk is None:
+        disk, server = full_disk(error), server_unanswered(error)
+        if disk is None and server is None:
             raise
-        exit_with(f"error: {disk}; free space and run the same command again to resume (finished trials are kept)", 1)
+        then = f"{disk}; free space and" if disk else f"{server}; once it answers,"
+        exit_with(f"error: {then} run the same command again to resume (finished trials are kept)", 1)
+
+
+def server_unanswered(error: BaseException) -> str | None:
+    """One line for the error MLflow raises once a tracking server has not answered a request
+    through all its retries ("API request to <url> failed with exception ...", in the driver or
+    from a Ray worker): the server and why; None for any other error."""
+    text = str(error)
+    request = re.search(r"API request to (\S+?)/api/\S* failed with exception (.*)", text)
+    if request is None:
+        return None
+    cause = re.search(r"\(Caused by \w+\((['\"])(.*)\1\)\)", text)
+    why = re.sub(r"^HTTPS?Connection(Pool)?\([^)]*\): ", "", cause.group(2)) if cause else request.group(2)[:200]
+    return f"the tracking server {request.group(1)} did not answer through MLflow's retries ({why})"
 
 
 def moment(name: str) -> None:
