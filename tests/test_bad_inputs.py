@@ -176,6 +176,9 @@ CLI_CASES = [
      "error: sweep mtcmrl-mine: task 1's largest |x| is 5e+30 and task 0's 6, 8.3e+29 times apart (more than 1e+08)"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/docs]", "data.params.n_clusters=2"],
      f"error: {TMP}/docs: document 'b.png' is binary (a NUL byte at offset 8), not a text document"),
+    (["method=kmeans", "data=files", "data.name=mine", f"data.params.paths=[{TMP}/t1.csv,{TMP}/zero.csv]",
+      "data.params.label_column=label"],
+     f"error: sweep kmeans-mine: task 'zero' ({TMP}/zero.csv): every entry is 0: nothing to cluster"),
     (["data=files", "data.name=mine", f"data.params.paths=[{TMP}/news]", "data.params.n_clusters=2",
       "data.params.scale=minmax"],
      "error: data.params.scale=minmax: text folders are scaled by their vectoriser's settings (data.params.text), "
@@ -342,6 +345,7 @@ def prepare(tmp: Path, ray_address: str) -> None:
     (tmp / "text.csv").write_text("a,b,label\n1,hi,x\n3,4,y\n")  # a word among the features
     (tmp / "empty.csv").write_text("a,b,label\n")  # a header, no rows
     (tmp / "one.csv").write_text("a,b\n1,2\n")  # one sample for two clusters
+    (tmp / "zero.csv").write_text("a,b,label\n0,0,x\n0,0,y\n0,0,x\n")  # a task of zeros only
     (tmp / "dup.csv").write_text("a,a,label\n1,2,x\n3,4,y\n")  # a column name twice
     (tmp / "huge.csv").write_text("a,b,label\n1e30,2e30,x\n3e30,4e30,y\n5e30,1e30,x\n")  # t1.csv's task times 1e30
     (tmp / "conf" / "method").mkdir(parents=True)  # a method config on a search path, its YAML broken

@@ -22,8 +22,10 @@ MAX_TASK_SCALE_RATIO = 1e8
 OBJECTIVE_LIMIT = 1e300  # an objective this large is one product away from overflow: its iterates are not to be trusted
 
 
-def check_tasks(tasks, *, accept_sparse: bool = True) -> list:
-    """Validate a list of task matrices (rows = samples) that share one feature space.
+def check_tasks(tasks, *, accept_sparse: bool = True, names: Sequence[str] | None = None) -> list:
+    """Validate a list of task matrices (rows = samples) that share one feature space; a bad
+    task is named by its index, or by ``names`` (a sweep's check before Ray: the task's name and
+    file).
 
     Returns float64 matrices (CSR when sparse and `accept_sparse`, dense otherwise).
     """
@@ -33,26 +35,27 @@ def check_tasks(tasks, *, accept_sparse: bool = True) -> list:
         raise InputError("tasks is empty: need at least one task matrix")
     checked = []
     for t, X in enumerate(tasks):
+        task = f"task {t}" if names is None else f"task {names[t]}"
         if np.iscomplexobj(X.data if sp.issparse(X) else np.asarray(X)):
-            raise InputError(f"task {t}: complex values; the solvers need real matrices (take .real or abs() "
+            raise InputError(f"{task}: complex values; the solvers need real matrices (take .real or abs() "
                              "yourself if that is what you mean)")
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64) if accept_sparse else X.toarray()
         else:
             X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
-            raise InputError(f"task {t}: expected a 2-D matrix, got {X.ndim}-D")
+            raise InputError(f"{task}: expected a 2-D matrix, got {X.ndim}-D")
         if X.shape[0] == 0 or X.shape[1] == 0:
-            raise InputError(f"task {t}: empty matrix of shape {X.shape}")
+            raise InputError(f"{task}: empty matrix of shape {X.shape}")
         values = X.data if sp.issparse(X) else X
         if not np.isfinite(values).all():
-            raise InputError(f"task {t}: data contains NaN or infinite values")
+            raise InputError(f"{task}: data contains NaN or infinite values")
         if values.size and np.abs(values).max() > MAX_ABS_VALUE:
-            raise InputError(f"task {t}: values up to {np.abs(values).max():.3g} overflow float64 in the solvers' "
+            raise InputError(f"{task}: values up to {np.abs(values).max():.3g} overflow float64 in the solvers' "
                              f"products (X X^T, W H); rescale the data (|x| <= {MAX_ABS_VALUE:.0e})")
         largest = float(np.abs(values).max()) if values.size else 0.0
         if largest < MIN_ABS_VALUE:
-            raise InputError(f"task {t}: " + ("every entry is 0: nothing to cluster" if largest == 0 else
+            raise InputError(f"{task}: " + ("every entry is 0: nothing to cluster" if largest == 0 else
                              f"the largest |x| is {largest:.3g}: the solvers' products underflow float64 at that "
                              f"scale and every sample looks alike; rescale the data (e.g. divide each task by its "
                              f"largest entry, or data.params.scale=maxabs for files)"))

@@ -45,7 +45,7 @@ from mtc.config import (
 )
 from mtc.errors import InputError
 from mtc.methods.memory import Shapes, check_sweep_memory
-from mtc.methods.validation import check_equal_clusters, check_solver_takes
+from mtc.methods.validation import check_equal_clusters, check_solver_takes, check_tasks
 from mtc.numerics.cache import Cache
 from mtc.results.reading import chosen_points, point_summaries, records_of
 from mtc.results.report import (
@@ -189,6 +189,15 @@ def check_memory(run: Settings, datasets: dict, points: list[dict]) -> None:
                        reserved=run.ray.object_store_memory)
 
 
+def task_names(run: Settings, dataset) -> list[str]:
+    """The tasks as a message names them: ``'a' (<its file>)`` for the user's files read one task
+    a path, else ``'a'``."""
+    paths = run.data.params.get("paths") or [] if run.data.builder == "files" else []
+    if len(paths) == len(dataset.tasks) and not run.data.params.get("task_column"):
+        return [f"{task.name!r} ({path})" for task, path in zip(dataset.tasks, paths)]
+    return [repr(task.name) for task in dataset.tasks]
+
+
 def check_plan(plan: SweepPlan) -> SweepPlan:
     """What a sweep that will run must pass before Ray starts: its data loads (every task
     clusterable), its method takes the data's cluster counts (a solver that shares its cluster
@@ -202,6 +211,7 @@ def check_plan(plan: SweepPlan) -> SweepPlan:
             check_equal_clusters(list(counts), plan.run.method.solver.__name__,
                                  plan.run.method.solver.equal_clusters_reason)
         for data in datasets.values():
+            check_tasks(data.matrices, names=task_names(plan.run, data))  # what every fit checks, before Ray
             check_solver_takes(plan.run.method.solver, data.matrices)
         plan = runnable(plan)
         check_memory(plan.run, datasets, list({trial.label: trial.point for trial in plan.trials}.values()))
