@@ -3,6 +3,7 @@ NMF on hard synthetic data) run in-process, then the comparison's numbers recomp
 child runs with scipy and scikit-posthocs."""
 
 import re
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -644,3 +645,23 @@ def test_a_pooled_benchmark_is_titled_in_words():
     assert benchmark_title("webkb_pp@20+40+60+80") == "webkb_pp, 20, 40, 60 and 80 samples per task, pooled"
     assert benchmark_title("d@20") == "d, 20 samples per task, pooled"
     assert benchmark_title("reuters") == "reuters"
+
+
+def test_a_store_on_a_read_only_filesystem_is_compared_and_said_unlogged(store, tmp_path):
+    """compare on a SQLite store bind-mounted read-only (the store of a finished study on a
+    read-only share): the outputs are written and one note says nothing was logged; before,
+    MLflow's writes of the compare run failed with three tracebacks."""
+    tmp, _ = store
+    shared = tmp_path / "share"
+    shared.mkdir()
+    shutil.copy(tmp / "mlflow.db", shared / "mlflow.db")
+    probe = f"mount --bind {shared} {shared} && mount -o remount,bind,ro {shared} {shared}"
+    if subprocess.run(["unshare", "--mount", "sh", "-c", f"{probe} && ! touch {shared}/x"]).returncode:
+        pytest.skip("needs unshare --mount and mount --bind (root)")
+    out = tmp_path / "out"
+    done = subprocess.run(["unshare", "--mount", "sh", "-c",
+                           f"{probe} && exec {sys.executable} -m mtc.results.compare --tracking-uri "
+                           f"sqlite:///{shared / 'mlflow.db'} --out {out}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert f"not logged to MLflow: {shared / 'mlflow.db'} is read-only; the outputs are in {out}" in done.stdout
+    assert (out / "compare.md").exists() and "MLflow compare run" not in done.stdout

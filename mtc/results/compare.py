@@ -49,6 +49,7 @@ that it always offered is importable from it as before (``__all__``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,9 +307,21 @@ def compare(tracking_uri: str, experiment: str, out: Path, metric: str = "acc", 
     comparison = read_comparison(client, experiment_id, metric, benchmarks, methods, criterion, published)
     paths = write_outputs(comparison, comparison.metric, out,
                           f"experiment `{experiment}` of {store_description(tracking_uri, Path(out).resolve())}")
+    read_only = log and read_only_store(tracking_uri)
+    if read_only:  # the outputs are what was asked for; a store that takes no run keeps them unlogged
+        comparison.notes.append(f"not logged to MLflow: {read_only} is read-only; the outputs are in {out}")
     run_id = log_run(client, experiment_id, paths, comparison.metric, comparison.sweeps,
-                     comparison.criterion) if log else None
+                     comparison.criterion) if log and not read_only else None
     return {"comparison": comparison, "paths": paths, "run_id": run_id}
+
+
+def read_only_store(tracking_uri: str) -> str | None:
+    """The SQLite store's file when it, or its folder, takes no writes (a read-only filesystem,
+    or a file without write permission), else None; a server or database store is not judged."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    path = Path(tracking_uri[len("sqlite:///"):]).resolve()
+    return None if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) else str(path)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
