@@ -12,7 +12,7 @@ import mtc.results
 import mtc.sweep
 
 STORE = "sqlite:///mlflow.db"  # the default of python -m mtc.sweep, in the working folder
-settings = ["sweep.repeats=4", "data.params.samples_per_cluster=20", "data.params.separation=1.2", "sweep.verbose=0",
+settings = ["sweep.repeats=4", "data.params.samples_per_cluster=20", "data.params.separation=0.5", "sweep.verbose=0",
             "ray.num_cpus=2"]
 
 # %% [markdown]

@@ -134,7 +134,6 @@ def test_the_printed_links_open_the_runs_in_model_training_mode():
            "--backend-store-uri sqlite:////x/mlflow.db" in text
     assert tracking.links("http://h:5000", "3", "abc", "acc/mean").splitlines()[1] == \
         "MLflow parent run: http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
-    assert "(another port: set MTC_MLFLOW_UI=http://127.0.0.1:<port>)" in text
 
 
 def test_the_printed_links_use_the_address_of_the_users_mlflow_ui(monkeypatch):

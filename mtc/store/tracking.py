@@ -608,9 +608,8 @@ def ui_base(tracking_uri: str) -> tuple[str, str]:
         return tracking_uri.rstrip("/"), ""
     base = os.environ.get(UI_ADDRESS_ENV, "").rstrip("/") or DEFAULT_UI
     port = urlsplit(base).port
-    start = f" after: mlflow ui --backend-store-uri {tracking_uri}" + (f" --port {port}" if port not in (None, 5000) else
-                                                                        "")
-    return base, start + (f" (another port: set {UI_ADDRESS_ENV}=http://127.0.0.1:<port>)" if base == DEFAULT_UI else "")
+    return base, f" after: mlflow ui --backend-store-uri {tracking_uri}" + (f" --port {port}" if port not in (None, 5000)
+                                                                             else "")
 
 
 def trials_link(tracking_uri: str, experiment_id: str, parent_id: str) -> str:
