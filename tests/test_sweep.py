@@ -193,7 +193,7 @@ def test_failed_trials_are_counted_wherever_the_sweep_is_read(finished_sweep):
     _, tmp, result, client = finished_sweep
     parent = client.get_run(result.parent_run_id)
     assert parent.data.metrics["failed_trials"] == 2
-    assert parent.data.tags["mtc.answer"].startswith("by accuracy: fail=False,shift=1.0 (acc/mean 1.0000)")
+    assert parent.data.tags["mtc.answer"].startswith("acc/mean 1.0000 at fail=False,shift=1.0; silhouette/mean ")
     with pytest.warns(TrialsLeftOutWarning, match=r"2 trials not FINISHED left out \(FAILED 2\)"):
         finished = mtc.results.trials(result.tracking_uri, sweep=result.parent_run_id)
     assert len(finished) == 2 and finished.attrs["left_out"] == {"FAILED": 2}

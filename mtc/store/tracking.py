@@ -570,10 +570,10 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
 
 def answer_text(best: dict) -> str:
     """The parent's ANSWER_TAG: the best point by accuracy (labels) and the point of the highest
-    silhouette (without labels), each with its score, as the overview's tags show them."""
-    shown = {"acc": "by accuracy", "silhouette": "without labels, by silhouette"}
-    return "; ".join(f"{words}: {best[selection].point} ({metric} {best[selection].mean[metric]:.4f})"
-                     for selection, words in shown.items() if selection in best
+    silhouette (without labels), each after its score, which the overview's tags show first
+    (MLflow's UI cuts a tag's value after about 30 characters)."""
+    return "; ".join(f"{metric} {best[selection].mean[metric]:.4f} at {best[selection].point}"
+                     for selection in ("acc", "silhouette") if selection in best
                      for metric in [f"{selection}/mean"] if metric in best[selection].mean) or "no point chosen"
 
 
