@@ -5,12 +5,15 @@
 Starts ``mlflow server`` on the store (loopback, a free port), finds the newest finished sweep,
 and saves what Debian's ``chromium --headless=new`` renders (with a virtual-time budget, so
 that the single-page app has drawn) for: the experiment as it opens, the runs table, the
-parent run (its description is the report), one child run, its CSV artifact preview (a
-sweep run with ``mlflow.readable_trial_files=true`` has one; by default a trial's only artifact
-is ``trial.npz``, which MLflow does not preview, and that shot is skipped), its
-"Model metrics" tab (a 1600 x 9000 window: the ``objective`` section with the trace is far
-down) and the sweep's runs in chart mode (filtered on the parent and sorted by accuracy, so
-that MLflow lists the child runs instead of folding them under the parent). Chart cards
+runs and trials links a sweep prints (``runs_link``: the experiment's sweeps view, a row per
+sweep with its score; ``trials_link``: the sweep's trials view; they name the server through
+MTC_MLFLOW_UI, as they would a user's ``mlflow ui --port``), the parent run (its
+description is the report), one child run, its CSV artifact preview (a sweep run with
+``mlflow.readable_trial_files=true`` has one; by default a trial's only artifact is
+``trial.npz``, which MLflow does not preview, and that shot is skipped), its "Model metrics"
+tab (a 1600 x 9000 window: the ``objective`` section with the trace is far down) and the
+sweep's runs in chart mode (filtered on the parent and sorted by accuracy, so that MLflow
+lists the child runs instead of folding them under the parent). Chart cards
 draw once Chromium reports them on screen, which headless Chromium sometimes never does
 (3 of 16 shots stayed spinners); ``--run-all-compositor-stages-before-draw`` is set, and a
 shot that still shows spinners can simply be taken again.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,7 +80,10 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}/#/experiments/{experiment}"
     children = f"tags.{tracking.PARENT_TAG} = '{parent}'"
     view = f"?workflowType={tracking.UI_WORKFLOW}"  # as the sweep prints its links
+    os.environ[tracking.UI_ADDRESS_ENV] = f"http://127.0.0.1:{port}"  # the printed links name this server
+    runs_link, _, trials_link = re.findall(r": (http\S+)", tracking.links(args.store, experiment, parent, "acc/mean"))
     pages = {"experiment_plain": base, "experiment": f"{base}{view}", "runs_table": f"{base}/runs{view}",
+             "runs_link": runs_link, "trials_link": trials_link,
              "parent_run": f"{base}/runs/{parent}{view}", "child_run": f"{base}/runs/{child}{view}",
              "child_chart": f"{base}/runs/{child}/model-metrics{view}",
              "sweep_charts": f"{base}/runs{view}&compareRunsMode=CHART&searchFilter={quote(children, safe='')}"

@@ -131,7 +131,7 @@ def test_the_parent_logs_the_seeds_run_and_no_single_seed(sweep):
 
 def test_children_log_sample_counts_as_params_and_the_documented_metrics(sweep):
     result, _, server = sweep
-    per_task = {f"{metric}/{task}" for metric in (*METRIC_NAMES, "silhouette") for task in [*TASKS, "mean"]}
+    per_task = {f"{metric}/{task}" for metric in (*METRIC_NAMES, "silhouette", "balance") for task in [*TASKS, "mean"]}
     documented = per_task | {"n_iter", "converged", "fit_seconds", "objective/final", "objective/relative",
                              tracking.OBJECTIVE_TRACE}  # docs/architecture.md; MTCMRL's record has no scalars
     documented |= {UNMOVED, *(f"{UNMOVED}/{task}" for task in TASKS)}  # docs/usage.md: it starts from k-means labels
@@ -151,12 +151,12 @@ def test_children_log_sample_counts_as_params_and_the_documented_metrics(sweep):
     assert [m["step"] for m in history] == sorted(m["step"] for m in history) and history[0]["step"] == 0
 
 
-def trials_view(result, server: Server) -> dict:
-    """The sweep's trials view, as the runs page reads it: the experiment's tag
-    ``mlflow.sharedViewState.<parent run id>``, parsed."""
+def stored_view(result, server: Server, key: str) -> dict:
+    """The runs page's view ``key`` (a sweep's trials view: its parent run's id), as the page
+    reads it: the experiment's tag ``mlflow.sharedViewState.<key>``, parsed."""
     experiment = server.get("/api/2.0/mlflow/experiments/get", experiment_id=result.experiment_id)["experiment"]
     tags = {tag["key"]: tag["value"] for tag in experiment["tags"]}
-    return json.loads(tags[f"mlflow.sharedViewState.{result.parent_run_id}"])
+    return json.loads(tags[f"mlflow.sharedViewState.{key}"])
 
 
 def test_verbose_0_prints_the_start_line_and_one_result_line(sweep):
@@ -177,7 +177,13 @@ def test_the_printed_links_open_the_sweeps_children_flat_best_first_with_the_met
     assert result.markdown in printed
     links = printed_links(printed)
     runs_page = f"/experiments/{result.experiment_id}/runs"
-    assert urlsplit(links["MLflow runs"]).fragment == f"{runs_page}?workflowType=machine_learning"
+    # the sweeps view: the parent run alone, a row per sweep, best score first (its logged score, the best point's mean)
+    assert urlsplit(links["MLflow runs, a row per sweep, best score first"]).fragment == \
+        f"{runs_page}?viewStateShareKey=sweeps&workflowType=machine_learning"
+    sweeps = stored_view(result, server, "sweeps")
+    [parent] = server.search(result.experiment_id, sweeps["searchFilter"], [f"{sweeps['orderByKey']} DESC"])
+    assert parent["info"]["run_id"] == result.parent_run_id
+    assert {m["key"]: m["value"] for m in parent["data"]["metrics"]}["score"] == result.best["acc"].mean["acc/mean"]
     assert urlsplit(links["MLflow parent run"]).fragment.startswith(f"{runs_page}/{result.parent_run_id}?")
     (label, url), = ((label, url) for label, url in links.items() if label.startswith("MLflow trials"))
     assert "acc/mean" in label
@@ -186,7 +192,7 @@ def test_the_printed_links_open_the_sweeps_children_flat_best_first_with_the_met
     # the share key alone: with any search parameter in the URL, the page ignores the stored view
     assert parse_qs(query, strict_parsing=True) == {"viewStateShareKey": [result.parent_run_id],
                                                     "workflowType": ["machine_learning"]}
-    view = trials_view(result, server)
+    view = stored_view(result, server, result.parent_run_id)
     assert view["searchFilter"] == f"tags.`mlflow.parentRunId` = '{result.parent_run_id}'"
     assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`acc/mean`", False)
     # the sort metric first among the shown columns, then the other means (degenerate_tasks where the trials
@@ -216,23 +222,41 @@ def test_without_accuracy_the_trials_link_sorts_by_the_silhouette(sweep, capsys)
     assert view["orderByKey"] == "metrics.`silhouette/mean`" and view["selectedColumns"][0] == view["orderByKey"]
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium (apt-get install chromium)")
-def test_the_trials_link_shows_the_sorted_metric_without_a_click_in_a_browser(sweep):
-    """The runs page as Chromium renders it: the shared view's notice, the sweep's runs only,
-    and the metric columns in the view's order, the sort metric first (the grid renders the
-    columns that fit in the window)."""
-    result, _, server = sweep
-    url = tracking.trials_link(result.tracking_uri, result.experiment_id, result.parent_run_id)
+def rendered_view(url: str, server: Server) -> tuple[str, list[str]]:
+    """A printed link's runs page as Chromium renders it (on ``server``, not the link's default
+    address): its DOM and the columns shown after Run Name and Created, in order (the grid
+    renders the columns that fit in the window)."""
     url = url.replace("http://127.0.0.1:5000", server.base)
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
                               f"--user-data-dir={profile}", "--window-size=1600,900", "--virtual-time-budget=20000",
                               "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
-    assert "You're viewing a shared view" in dom and f"<strong>{4 * REPEATS}</strong> matching runs" in dom
     cells = [dict(re.findall(r'(aria-colindex|col-id)="([^"]*)"', tag)) for tag in re.findall(r"<div [^>]*>", dom)]
     header = {int(cell["aria-colindex"]): cell["col-id"] for cell in cells if {"aria-colindex", "col-id"} <= set(cell)}
-    shown = [header[index] for index in sorted(header) if header[index].startswith(("duration", "metrics."))]
+    shown = [header[index] for index in sorted(header)]
+    return dom, [column for column in shown if column.startswith(("duration", "metrics.", "tags."))]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium (apt-get install chromium)")
+def test_the_trials_link_shows_the_sorted_metric_without_a_click_in_a_browser(sweep):
+    """The trials link's page: the shared view's notice, the sweep's runs only, and the metric
+    columns in the view's order, the sort metric first."""
+    result, _, server = sweep
+    dom, shown = rendered_view(tracking.trials_link(result.tracking_uri, result.experiment_id, result.parent_run_id),
+                               server)
+    assert "You're viewing a shared view" in dom and f"<strong>{4 * REPEATS}</strong> matching runs" in dom
     assert shown[:4] == ["duration", "metrics.`acc/mean`", "metrics.`nmi/mean`", "metrics.`ari/mean`"]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium (apt-get install chromium)")
+def test_the_runs_link_shows_each_sweeps_score_without_a_click_in_a_browser(sweep):
+    """The runs link's page: the sweep's parent run alone, with its score, the score's metric
+    and what it ran as the first columns."""
+    result, _, server = sweep
+    dom, shown = rendered_view(tracking.view_link(result.tracking_uri, result.experiment_id, tracking.SWEEPS_VIEW),
+                               server)
+    assert "You're viewing a shared view" in dom and "<strong>1</strong> matching run<" in dom  # one sweep
+    assert shown[:4] == ["duration", "metrics.`score`", "tags.`mtc.score`", "tags.`mtc.method`"]
 
 
 def test_the_parent_shows_its_chosen_points_as_a_table(sweep):

@@ -9,6 +9,7 @@ from mtc.config import Trial
 from mtc.data.synthetic import make_synthetic
 from mtc.methods import MTCMRL
 from mtc.results.plots import readable_files
+from mtc.results.report import PointSummary
 from mtc.store import run_writer, tracking
 from mtc.store.empty_store import empty_store_path
 from mtc.trial import run_trial
@@ -130,8 +131,11 @@ def test_a_trial_run_is_created_after_its_fit_and_a_retry_keeps_finished_runs_an
 
 def test_the_printed_links_open_the_runs_in_model_training_mode():
     text = tracking.links("sqlite:////x/mlflow.db", "3", "abc", "acc/mean")
-    assert "http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning after: mlflow ui " \
-           "--backend-store-uri sqlite:////x/mlflow.db" in text
+    # the runs link opens the sweeps view by its key alone (the page ignores a stored view beside search parameters)
+    assert text.splitlines()[0] == (
+        "MLflow runs, a row per sweep, best score first: http://127.0.0.1:5000/#/experiments/3/runs?"
+        "viewStateShareKey=sweeps&workflowType=machine_learning after: mlflow ui --backend-store-uri "
+        "sqlite:////x/mlflow.db")
     assert tracking.links("http://h:5000", "3", "abc", "acc/mean").splitlines()[1] == \
         "MLflow parent run: http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
 
@@ -140,9 +144,55 @@ def test_the_printed_links_use_the_address_of_the_users_mlflow_ui(monkeypatch):
     """mlflow ui on another port: MTC_MLFLOW_UI names it, every link and the command use it."""
     monkeypatch.setenv("MTC_MLFLOW_UI", "http://127.0.0.1:5123/")
     lines = tracking.links("sqlite:////x/mlflow.db", "3", "abc", "acc/mean").splitlines()
-    assert lines[0] == ("MLflow runs: http://127.0.0.1:5123/#/experiments/3/runs?workflowType=machine_learning after: "
-                        "mlflow ui --backend-store-uri sqlite:////x/mlflow.db --port 5123")
+    assert lines[0].endswith("http://127.0.0.1:5123/#/experiments/3/runs?viewStateShareKey=sweeps&workflowType="
+                             "machine_learning after: mlflow ui --backend-store-uri sqlite:////x/mlflow.db --port 5123")
     assert all("http://127.0.0.1:5123/#/experiments/3/runs" in line for line in lines)
+
+
+def test_the_parent_logs_its_score_and_the_sweeps_view_lists_the_parents_alone_best_first(tmp_path):
+    """A parent's score is its answer's first mean (accuracy with labels, else silhouette), named
+    by mtc.score; the experiment's sweeps view, which the printed runs link opens, finds the
+    sweeps' parent runs alone (not their children, nor a compare's run), best score first, as
+    the runs page asks the store for them, with the score and what the sweep ran as columns."""
+    client, experiment = tracking.open_store(f"sqlite:///{tmp_path / 'mlflow.db'}", "mtc", str(tmp_path / "artifacts"))
+    labelled = {"acc": PointSummary("a=1", 2, 0, {"acc/mean": 0.75, "silhouette/mean": 0.5}, {}),
+                "silhouette": PointSummary("a=2", 2, 0, {"acc/mean": 0.5, "silhouette/mean": 0.625}, {})}
+    unlabelled = {"silhouette": PointSummary("a=2", 2, 0, {"silhouette/mean": 0.875}, {})}
+    parents = {}
+    for name, best in {"labelled": labelled, "unlabelled": unlabelled}.items():
+        parent = client.create_run(experiment, run_name=name, tags={tracking.SWEEP_KEY_TAG: name}).info.run_id
+        for seed in range(2):
+            client.create_run(experiment, tags=tracking.trial_tags(parent, Trial({"a": 1}, seed), {}))
+        tracking.log_sweep_summary(client, parent, best, 0, "report", {"a": [1, 2]})
+        parents[name] = client.get_run(parent).data
+    client.create_run(experiment, run_name="compare", tags={"mtc.kind": "compare"})
+    assert parents["labelled"].metrics["score"] == labelled["acc"].mean["acc/mean"]
+    assert parents["labelled"].metrics["best_by_acc/acc/mean"] == labelled["acc"].mean["acc/mean"]  # kept
+    assert parents["labelled"].tags["mtc.score"] == "acc/mean"
+    assert parents["labelled"].tags["mtc.answer"].startswith("acc/mean 0.7500 at a=1;")  # the score first
+    assert parents["unlabelled"].metrics["score"] == unlabelled["silhouette"].mean["silhouette/mean"]
+    assert parents["unlabelled"].tags["mtc.score"] == "silhouette/mean"
+
+    view = json.loads(client.get_experiment(experiment).tags["mlflow.sharedViewState.sweeps"])
+    assert len(client.search_runs([experiment], "")) == 2 + 2 * 2 + 1
+    # the runs page's own request: filter = searchFilter, order_by = orderByKey + " DESC"
+    shown = client.search_runs([experiment], view["searchFilter"], order_by=[f"{view['orderByKey']} DESC"])
+    assert [run.info.run_name for run in shown] == ["unlabelled", "labelled"]
+    assert view["selectedColumns"] == ["metrics.`score`", "tags.`mtc.score`", "tags.`mtc.method`", "tags.`mtc.data`",
+                                       "params.`data.params.scale`", "tags.`mtc.answer`"]
+    assert view["columnOrder"] == ["duration", *view["selectedColumns"]]
+    assert list(view["columnWidths"]) == view["selectedColumns"]  # wide enough for a whole score
+
+
+def test_an_experiment_of_an_earlier_mtc_gets_the_sweeps_view_when_opened(tmp_path):
+    """The printed runs link names the sweeps view: a store made before it existed, or holding
+    an older one, gets the current one from the next driver that opens it."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client_for(uri)
+    old = client.create_experiment("mtc")
+    client.set_experiment_tag(old, "mlflow.sharedViewState.sweeps", "{}")
+    assert tracking.open_store(uri, "mtc", None)[1] == old
+    assert client.get_experiment(old).tags["mlflow.sharedViewState.sweeps"] == tracking.sweeps_view()
 
 
 def store_contents(db) -> tuple:

@@ -34,6 +34,9 @@ POINT_TAG = "mtc.point"
 DATASET_HASH_TAG = "mtc.dataset_hash"
 MACHINE_TAG = "mtc.machine"  # on every child run: machine_description() of the worker that fitted it
 ANSWER_TAG = "mtc.answer"  # on a parent run: its chosen points with their scores (answer_text)
+# On a parent run: its answer's first score (answer_scores: the best point's mean accuracy with labels, else the
+# highest mean silhouette) as a metric the sweeps view sorts by, and that score's metric ("acc/mean") as a tag.
+SCORE, SCORE_TAG = "score", "mtc.score"
 LEFT_OUT_TAG = "mtc.left_out_points"  # on a parent run: grid point label -> why its method cannot fit the data (JSON)
 # MLflow 3's UI opens an experiment on its GenAI overview unless this tag says otherwise.
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -52,8 +55,15 @@ UI_WORKFLOW = "machine_learning"  # the UI's "Model training" mode (its default 
 DEGENERATE_TAG, DEGENERATE_TASKS = "mtc.degenerate", "degenerate_tasks"
 # MLflow 3.17's runs page restores a view (its filter, sort and shown columns) from the experiment
 # tag VIEW_TAG_PREFIX + <key> when its URL has ``viewStateShareKey=<key>`` and none of the search
-# parameters (its useSharedExperimentViewState); a sweep's trials view is keyed by its parent run's id.
+# parameters (its useSharedExperimentViewState); a sweep's trials view is keyed by its parent run's id,
+# the experiment's sweeps view by SWEEPS_VIEW.
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+SWEEPS_VIEW = "sweeps"  # the key of the experiment's view of its sweeps (sweeps_view), which the runs link opens
+# The sweeps view's columns with their widths in pixels (the UI's default cuts a score after 10 characters, a
+# tag after 8): the score and its metric, what the sweep ran (tags of mtc.sweep.planning; the scale applied to a
+# user's files, as the resolved config names it) and its answer.
+SWEEP_COLUMNS = {f"metrics.`{SCORE}`": 160, f"tags.`{SCORE_TAG}`": 130, "tags.`mtc.method`": 110,
+                 "tags.`mtc.data`": 150, "params.`data.params.scale`": 130, f"tags.`{ANSWER_TAG}`": 600}
 SUMMARY_TABLE = "summary.json"  # the parent run's chosen points as a table (MLflow's logged-table JSON)
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # MLflow's list of a run's table artifacts, as log_table keeps it
 
@@ -90,23 +100,31 @@ def open_store(uri: str, experiment: str, artifact_root: str | None):
         return client, ensure_experiment(client, experiment, artifact_root)
 
 
+def experiment_tags() -> dict[str, str]:
+    """The experiment tags the UI reads: EXPERIMENT_KIND_TAG and the sweeps view (sweeps_view)
+    that the printed runs link opens (links)."""
+    return {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND, f"{VIEW_TAG_PREFIX}{SWEEPS_VIEW}": sweeps_view()}
+
+
 def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
     """The experiment's id, creating it (with an absolute local artifact root) if needed; two
-    drivers creating it at once both get the one that was created."""
+    drivers creating it at once both get the one that was created. Its experiment_tags are set
+    where they are missing or differ (a store of an earlier mtc)."""
     from mlflow.exceptions import MlflowException
 
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
-        if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
-            with contextlib.suppress(MlflowException):  # another driver set it at the same moment
-                client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        for key, value in experiment_tags().items():
+            if experiment.tags.get(key) != value:
+                with contextlib.suppress(MlflowException):  # another driver set it at the same moment
+                    client.set_experiment_tag(experiment.experiment_id, key, value)
         return experiment.experiment_id
 
     location = None
     if artifact_root:
         location = Path(artifact_root).resolve().as_uri() if "://" not in artifact_root else artifact_root
     try:
-        return client.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        return client.create_experiment(name, artifact_location=location, tags=experiment_tags())
     except MlflowException as error:  # another driver created it since we looked
         if error.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
@@ -542,7 +560,9 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
     the run's page), the swept values as params ``swept.<key>`` and the chosen points as the
     table SUMMARY_TABLE (summary_table), which the UI shows as a table among the run's
     artifacts (the metrics' charts have one point each); the failed trials and the grid points
-    left out before Ray (``left_out``: label -> why, also as the tag LEFT_OUT_TAG) as metrics."""
+    left out before Ray (``left_out``: label -> why, also as the tag LEFT_OUT_TAG) as metrics;
+    the answer's first score as the metric SCORE, which the experiment's sweeps view shows
+    (sweeps_view), named by the tag SCORE_TAG."""
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
@@ -554,6 +574,9 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
                     for key, value in summary.mean.items() if key.endswith("/mean")]
         tags.append(RunTag(f"mtc.best_by_{selection}", summary.point))
     tags.append(RunTag(ANSWER_TAG, answer_text(best)))
+    for metric, value, _ in answer_scores(best)[:1]:
+        metrics.append(Metric(SCORE, value, now, 0))
+        tags.append(RunTag(SCORE_TAG, metric))
     tags.append(RunTag("mlflow.note.content", report))
     parent = client.get_run(parent_id)
     tables = json.loads(parent.data.tags.get(LOGGED_ARTIFACTS_TAG, "[]"))
@@ -568,26 +591,44 @@ def log_sweep_summary(client, parent_id: str, best: dict, failed: int, report: s
     client.log_batch(parent_id, metrics=metrics, tags=tags, params=[p for p in params if p.key not in existing])
 
 
+def answer_scores(best: dict) -> list[tuple[str, float, str]]:
+    """(metric, mean, point) of the best point by accuracy (labels) and of the point of the
+    highest silhouette (without labels), those chosen, in this order."""
+    return [(metric, best[selection].mean[metric], best[selection].point) for selection in ("acc", "silhouette")
+            if selection in best for metric in [f"{selection}/mean"] if metric in best[selection].mean]
+
+
 def answer_text(best: dict) -> str:
-    """The parent's ANSWER_TAG: the best point by accuracy (labels) and the point of the highest
-    silhouette (without labels), each after its score, which the overview's tags show first
-    (MLflow's UI cuts a tag's value after about 30 characters)."""
-    return "; ".join(f"{metric} {best[selection].mean[metric]:.4f} at {best[selection].point}"
-                     for selection in ("acc", "silhouette") if selection in best
-                     for metric in [f"{selection}/mean"] if metric in best[selection].mean) or "no point chosen"
+    """The parent's ANSWER_TAG: answer_scores, each score before its point, which the
+    overview's tags show first (MLflow's UI cuts a tag's value after about 30 characters)."""
+    return "; ".join(f"{metric} {value:.4f} at {point}" for metric, value, point in answer_scores(best)) \
+        or "no point chosen"
+
+
+def view_state(search_filter: str, sort_key: str, columns: list[str], widths: dict[str, int] | None = None) -> str:
+    """A runs page view as an experiment tag VIEW_TAG_PREFIX + <key> holds it (JSON): the runs
+    that ``search_filter`` matches (``searchFilter``), highest ``sort_key`` first
+    (``orderByKey``, ``orderByAsc``), and the columns the table shows (``selectedColumns``, the
+    UI's column keys ``metrics.`<name>```, ``params.`<name>``` or ``tags.`<name>```) in place
+    of its default ones, which leave every metric behind "Show more columns", in this order
+    after Run Name, Created and Duration (``columnOrder``; the UI otherwise sorts a group's
+    columns by name), ``widths`` (pixels by column key) as ``columnWidths`` when given."""
+    return json.dumps({"searchFilter": search_filter, "orderByKey": sort_key, "orderByAsc": False,
+                       "selectedColumns": columns, "columnOrder": ["duration", *columns],
+                       **({"columnWidths": widths} if widths else {})})
 
 
 def trials_view(parent_id: str, sort_metric: str, columns: list[str]) -> str:
-    """The runs page's view of a sweep's trials, as the experiment tag VIEW_TAG_PREFIX + the
-    parent's id holds it (JSON): the children alone (``searchFilter`` on PARENT_TAG), best
-    ``sort_metric`` first (``orderByKey``, ``orderByAsc``), and the columns the table shows
-    (``selectedColumns``, the UI's column keys ``metrics.`<name>``` or ``params.`<name>```) in
-    place of its default ones, which leave every metric behind "Show more columns", in this
-    order after Run Name, Created and Duration (``columnOrder``; the UI otherwise sorts a
-    group's columns by name)."""
-    return json.dumps({"searchFilter": f"tags.`{PARENT_TAG}` = '{parent_id}'",
-                       "orderByKey": f"metrics.`{sort_metric}`", "orderByAsc": False,
-                       "selectedColumns": columns, "columnOrder": ["duration", *columns]})
+    """The runs page's view of a sweep's trials (view_state), under the parent's id: the
+    children alone (on PARENT_TAG), best ``sort_metric`` first, with ``columns``."""
+    return view_state(f"tags.`{PARENT_TAG}` = '{parent_id}'", f"metrics.`{sort_metric}`", columns)
+
+
+def sweeps_view() -> str:
+    """The runs page's view of the experiment's sweeps (view_state), under SWEEPS_VIEW: the
+    parent runs alone, a row per sweep (only they carry SWEEP_KEY_TAG; a compare's or a
+    leaderboard's run has none), best SCORE first, with SWEEP_COLUMNS shown."""
+    return view_state(f"tags.`{SWEEP_KEY_TAG}` LIKE '%'", f"metrics.`{SCORE}`", list(SWEEP_COLUMNS), SWEEP_COLUMNS)
 
 
 def log_trials_view(client, experiment_id: str, parent_id: str, sort_metric: str, params: list[str],
@@ -612,26 +653,32 @@ def ui_base(tracking_uri: str) -> tuple[str, str]:
                                                                              else "")
 
 
-def trials_link(tracking_uri: str, experiment_id: str, parent_id: str) -> str:
-    """The runs page opened on the sweep's trials view (log_trials_view): ``viewStateShareKey``
-    alone, since the page ignores the stored view when the URL has a search parameter."""
+def view_link(tracking_uri: str, experiment_id: str, key: str) -> str:
+    """The runs page opened on the experiment's stored view ``key`` (view_state):
+    ``viewStateShareKey`` alone, since the page ignores the stored view when the URL has a
+    search parameter."""
     base, _ = ui_base(tracking_uri)
-    return (f"{base}/#/experiments/{experiment_id}/runs?viewStateShareKey={parent_id}"
-            f"&workflowType={UI_WORKFLOW}")
+    return f"{base}/#/experiments/{experiment_id}/runs?viewStateShareKey={key}&workflowType={UI_WORKFLOW}"
+
+
+def trials_link(tracking_uri: str, experiment_id: str, parent_id: str) -> str:
+    """The runs page opened on the sweep's trials view (log_trials_view)."""
+    return view_link(tracking_uri, experiment_id, parent_id)
 
 
 def links(tracking_uri: str, experiment_id: str, parent_id: str, sort_metric: str) -> str:
     """Where a person looks at a sweep, in the tracking server or in ``mlflow ui`` on a local
-    store: the runs table (every sweep folded into its parent row), the parent run, and the
-    sweep's child runs alone, best ``sort_metric`` first, with that metric among the columns
-    shown (trials_link: the view the driver stored when the sweep finished). The child runs
-    show flat, with the full width of the Run Name column: the UI nests them under their
-    parent only when neither a filter nor a sort other than by date is set (its
-    ``shouldNestChildrenAndFetchParents``)."""
+    store: the runs table on the experiment's sweeps, a row each, best SCORE first (the
+    sweeps view, which ensure_experiment stores), the parent run, and the sweep's child runs alone, best
+    ``sort_metric`` first, with that metric among the columns shown (trials_link: the view
+    the driver stored when the sweep finished). The child runs show flat, with the full width
+    of the Run Name column: the UI nests them under their parent only when neither a filter
+    nor a sort other than by date is set (its ``shouldNestChildrenAndFetchParents``)."""
     base, how = ui_base(tracking_uri)
     view = f"?workflowType={UI_WORKFLOW}"  # MLflow 3.17's UI otherwise opens in its GenAI mode
     runs = f"{base}/#/experiments/{experiment_id}/runs"
     trials = trials_link(tracking_uri, experiment_id, parent_id)
-    return (f"MLflow runs: {runs}{view}{how}\n"
+    return (f"MLflow runs, a row per sweep, best {SCORE} first: {view_link(tracking_uri, experiment_id, SWEEPS_VIEW)}"
+            f"{how}\n"
             f"MLflow parent run: {runs}/{parent_id}{view}\n"
             f"MLflow trials of this sweep, best {sort_metric} first: {trials}")
