@@ -16,6 +16,16 @@ from scipy.optimize import linear_sum_assignment
 # METRIC_NAMES on the command line's rerun of a finished sweep, which skips scikit-learn (1.2 s).
 METRIC_NAMES = ("acc", "nmi", "nmi_max", "ari", "purity")
 UNMOVED = "unmoved"  # trial metric: 1 when every task's labels are its starting point's partition (validation.unmoved_tasks)
+BALANCE = "balance"  # trial metric per task and its mean over tasks: cluster_balance
+
+
+def cluster_balance(labels, n_clusters: int) -> float:
+    """The smallest of ``n_clusters`` clusters as a share of an even split: its size times
+    ``n_clusters`` over the samples (1 for equal clusters, 0 when one is empty). A partition
+    that splits a few outlying rows off the rest scores near 0 however well separated they
+    are, which is what the silhouette rewards (mtc.results.recommend)."""
+    labels = np.asarray(labels)
+    return float(np.bincount(labels, minlength=n_clusters).min() * n_clusters / labels.size)
 
 
 def _check_pair(labels_true, labels_pred):

@@ -16,7 +16,8 @@ from mtc.config import Trial, reserved_params
 from mtc.fitted import SHARED_FIT_STEP, Fitted
 from mtc.methods.base import MultiTaskClusterer
 from mtc.methods.validation import DegenerateFitWarning
-from mtc.metrics import METRIC_NAMES, UNMOVED, clusters_in_class_order, cosine_silhouette, score_task
+from mtc.metrics import (BALANCE, METRIC_NAMES, UNMOVED, cluster_balance, clusters_in_class_order, cosine_silhouette,
+                         score_task)
 from mtc.numerics.cache import Cache, blas_threads, library_versions
 from mtc.numerics.heap import keep_freed_memory
 from mtc.record import LabelledMatrix
@@ -70,13 +71,16 @@ def label_free_metrics(dataset: MultiTaskDataset, labels: list[np.ndarray], trac
     ``silhouette/<task>`` (cosine silhouette of the predicted clusters on the task's input
     matrix, at most SILHOUETTE_SAMPLES samples drawn with the trial's seed as scikit-learn's
     silhouette_score draws them: mtc.metrics.cosine_silhouette; NaN when a task has a single
-    cluster) with its mean over tasks, and ``objective/relative``, the final objective over
-    the first (scale-free, unlike the final objective, which grows with weights such as
-    lambda and alpha)."""
+    cluster) with its mean over tasks; ``balance/<task>`` (its smallest cluster as a share of
+    an even split: mtc.metrics.cluster_balance) with its mean; and ``objective/relative``, the
+    final objective over the first (scale-free, unlike the final objective, which grows with
+    weights such as lambda and alpha)."""
     metrics = {}
     for task, X, pred in zip(dataset.tasks, dataset.matrices, labels):
         metrics[f"silhouette/{task.name}"] = cosine_silhouette(X, pred, min(X.shape[0], SILHOUETTE_SAMPLES), seed)
-    metrics["silhouette/mean"] = float(np.mean([metrics[f"silhouette/{t}"] for t in dataset.task_names]))
+        metrics[f"{BALANCE}/{task.name}"] = cluster_balance(pred, task.n_clusters)
+    for name in ("silhouette", BALANCE):
+        metrics[f"{name}/mean"] = float(np.mean([metrics[f"{name}/{t}"] for t in dataset.task_names]))
     metrics["objective/relative"] = float(trace[-1] / trace[0]) if trace[0] != 0 else float("nan")
     return metrics
 

@@ -86,8 +86,8 @@ def test_no_child_run_logs_a_label_based_score_and_the_silhouette_is_sklearns(wi
         assert all(run.info.status == "FINISHED" for run in runs)
         for run in runs:
             assert not [key for key in run.data.metrics if is_label_based(key)], method
-            assert {"objective/final", "objective/relative", "silhouette/mean", *(f"silhouette/{t}" for t in TASKS)} \
-                <= set(run.data.metrics)
+            assert {"objective/final", "objective/relative", "silhouette/mean", *(f"silhouette/{t}" for t in TASKS),
+                    "balance/mean", *(f"balance/{t}" for t in TASKS)} <= set(run.data.metrics)
         run = runs[0]
         labels = tracking.load_labels(client, run.info.run_id, run.info.artifact_uri, TASKS)
         seed = int(run.data.params["seed"])
@@ -95,6 +95,7 @@ def test_no_child_run_logs_a_label_based_score_and_the_silhouette_is_sklearns(wi
             assert predicted.shape == (X.shape[0],) and set(np.unique(predicted)) <= {0, 1, 2}
             expected = silhouette_score(X, predicted, metric="cosine", sample_size=X.shape[0], random_state=seed)
             assert run.data.metrics[f"silhouette/{task}"] == pytest.approx(expected, rel=1e-9)
+            assert run.data.metrics[f"balance/{task}"] == np.bincount(predicted, minlength=3).min() * 3 / X.shape[0]
 
 
 @pytest.mark.slow

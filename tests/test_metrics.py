@@ -132,3 +132,11 @@ def test_the_cosine_silhouette_of_parallel_rows_and_any_input_type_is_scikit_lea
     X[0, 0] = np.nan
     with pytest.raises(ValueError, match="finite"):
         cosine_silhouette(X, labels)
+
+
+def test_the_cluster_balance_is_the_smallest_cluster_against_an_even_share():
+    from mtc.metrics import cluster_balance
+
+    assert cluster_balance([0, 1, 0, 1], 2) == 1.0
+    assert cluster_balance([0] * 9 + [1], 2) == pytest.approx(0.2)  # 1 row against an even share of 5
+    assert cluster_balance([0, 0, 1, 1], 3) == 0.0  # an empty cluster

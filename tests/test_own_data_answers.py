@@ -256,8 +256,9 @@ def test_a_collapse_or_an_unmoved_start_is_marked_never_bold_and_not_ranked():
     assert sorted(rank_table(frame_, "acc").columns) == ["kkm", "kmeans", "snmf"]
 
 
-def summary(point, silhouette, acc=None, degenerate=0, unmoved=0):
-    mean = {"silhouette/mean": silhouette, **({"acc/mean": acc} if acc is not None else {})}
+def summary(point, silhouette, acc=None, degenerate=0, unmoved=0, balance=None):
+    mean = {"silhouette/mean": silhouette, **({"acc/mean": acc} if acc is not None else {}),
+            **({"balance/mean": balance} if balance is not None else {})}
     return PointSummary(point, 10, 0, mean, {}, degenerate, {}, unmoved)
 
 
@@ -277,6 +278,24 @@ def test_one_label_free_answer_and_no_structure_when_every_silhouette_is_at_or_b
         "the input: 0.3000); its accuracy 0.7000; the best accuracy (labels): kkm 0.8500")
     [none] = recommendations([sweep("kmeans", -0.1, 0.4), sweep("kkm", 0.0, 0.45)])
     assert not none.found and "no structure found without labels" in recommendation_sentence(none)
+
+
+def test_an_outlier_split_is_passed_over_unless_every_answer_is_one():
+    def sweep(method, sil, acc, balance):
+        chosen = summary("a=1", sil, acc, balance=balance)
+        return Sweep("mine", method, method, {"acc": chosen, "silhouette": chosen}, pd.DataFrame(), method)
+
+    [found] = recommendations([sweep("ncut", 0.43, 0.57, 0.04), sweep("mtcfir", 0.42, 0.87, 0.96),
+                               sweep("kmeans", 0.41, 0.90, None)])  # None: a run logged before the metric
+    assert (found.method, found.passed_over) == ("mtcfir", (("ncut", 0.43, 0.04),))
+    assert recommendation_sentence(found).endswith(
+        "; the best accuracy (labels): kmeans 0.9000; passed over as outlier splits (a smallest cluster under 0.2 of an "
+        "even share): ncut 0.4300 (balance 0.04)")
+    [found] = recommendations([sweep("ncut", 0.43, 0.57, 0.04), sweep("a_ncut", 0.33, 0.29, 0.19)])
+    assert (found.method, found.passed_over) == ("ncut", ())  # every answer an outlier split: the highest silhouette
+    [none] = recommendations([sweep("ncut", 0.43, 0.57, 0.04), sweep("kmeans", -0.01, 0.5, 0.9)])
+    assert not none.found and none.silhouette == -0.01
+    assert "the highest balanced answer's silhouette is -0.0100" in recommendation_sentence(none)
 
 
 def test_a_trial_outcome_names_what_it_gave():
