@@ -51,7 +51,8 @@ import pandas as pd
 import mtc.results
 from mtc.data.sources import data_root
 from mtc.results.cells import not_an_answer
-from mtc.results.recommend import BALANCE_FLOOR, recommendations
+from mtc.results.reading import NO_LABELS_BEST
+from mtc.results.recommend import BALANCE_FLOOR, balance, recommendations
 
 
 def penguins(folder: Path) -> tuple[list[Path], str]:
@@ -149,12 +150,21 @@ def answer_row(name: str, folder: Path) -> dict:
             else "no structure found", "silhouette": found.silhouette, "its acc": found.acc,
             "oracle": found.oracle_method, "oracle acc": found.oracle_acc,
             "gap": None if found.acc is None else found.oracle_acc - found.acc,
+            "its balance": recommended_balance(comparison, found),
             "its smallest cluster": smallest_cluster(uri, comparison, found),
             "passed over": ", ".join(f"{method} {silhouette:.4f} (balance {share:.2f})"
                                      for method, silhouette, share in found.passed_over),
             "failed trials": sum(s.failed for s in comparison.sweeps),
             "points left out": sum(len(s.left_out) for s in comparison.sweeps),
             "no answer": int(not_an_answer(cells).sum()), "wall s": seconds}
+
+
+def recommended_balance(comparison, found) -> float | None:
+    """The recommended point's mean ``balance/mean`` over its trials (mtc.results.recommend)."""
+    if not found.found:
+        return None
+    sweep = next(s for s in comparison.sweeps if s.method == found.method)
+    return balance(sweep.points[NO_LABELS_BEST])
 
 
 def smallest_cluster(uri: str, comparison, found) -> str:
@@ -176,6 +186,7 @@ def markdown(rows: list[dict], command: str) -> str:
     table = pd.DataFrame(rows)
     shown = table.assign(**{key: table[key].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
                             for key in ("silhouette", "its acc", "oracle acc", "gap")},
+                         **{"its balance": table["its balance"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")},
                          **{"wall s": table["wall s"].map(lambda v: "" if pd.isna(v) else f"{v:.0f}")})
     within = int((table.gap.dropna() <= 0.05).sum())
     lines = ["# every_method on data nobody prepared: the answer without labels", "",
@@ -186,7 +197,8 @@ def markdown(rows: list[dict], command: str) -> str:
              "", "Each data set ran with the tutorial's command and every default (the scale, the grids, 10 seeds). "
              "`no answer`: methods whose chosen point collapsed or never left its k-means start (not ranked); "
              "`points left out`: grid points a method cannot fit on the data, left out before Ray; `its smallest "
-             "cluster`: in seed 0's fit at the recommended point, against its task's rows; `passed over`: answers of a "
+             "cluster`: in seed 0's fit at the recommended point, against its task's rows; `its balance`: its smallest "
+             "cluster against an even share, averaged over its trials and tasks; `passed over`: answers of a "
              "higher silhouette left aside as outlier splits, their smallest cluster under "
              f"{BALANCE_FLOOR:g} of an even share on average (`balance`, mtc.results.recommend). `wall s`: the command's "
              "wall time on 2 cores, measured while other test runs shared the machine (not a quiet figure).", "",
@@ -196,10 +208,11 @@ def markdown(rows: list[dict], command: str) -> str:
     if len(misses):
         lines += ["", "## Where the answer misses, and why", ""]
     for row in misses.itertuples(index=False):
-        count, total = (int(v) for v in row[table.columns.get_loc("its smallest cluster")].split(" of "))
-        why = (f"its smallest cluster holds {count} of {total} rows: the silhouette rewards splitting off a few "
-               "outlying rows, well separated from the rest, rather than the classes" if count < 0.05 * total else
-               "its partition is well separated but not along the classes")
+        why = ("its smallest cluster is under a fifth of an even share: the silhouette rewards splitting off a few "
+               "outlying rows, well separated from the rest, rather than the classes"
+               if row[table.columns.get_loc("its balance")] < BALANCE_FLOOR else
+               f"its clusters are balanced (balance {row[table.columns.get_loc('its balance')]:.2f}) and well separated "
+               "on the input, but not along the classes")
         lines.append(f"- {row.data}: {row.recommended} has the highest silhouette of the balanced answers "
                      f"({row.silhouette:.4f}) and "
                      f"accuracy {row[table.columns.get_loc('its acc')]:.4f}, {row.gap:.4f} below {row.oracle}; {why}.")
