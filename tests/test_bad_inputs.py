@@ -5,7 +5,9 @@ interpreter (tests/warm_python.py: the libraries imported once, not once a case)
 exactly one line on stderr, and nothing
 created: the case's folder holds the same files after the command as before (no MLflow store,
 no output folder, not even Hydra's record of the command, and no Ray session, whose folders
-would be in the case's TMPDIR). Library cases call a solver and expect the error type and
+would be in the case's TMPDIR). Request cases send a body to the batch route of a tracking
+server (``mlflow server --app-name mtc``, mtc.store.server_app) started on a fresh SQLite store
+and expect its status and message. Library cases call a solver and expect the error type and
 message. docs/bad_inputs.md is this table: ``python tests/test_bad_inputs.py`` rewrites it from
 what the commands print now, and a test checks that the page is what it would write now.
 """
@@ -16,9 +18,11 @@ import functools
 import os
 import re
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,12 +31,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.utils._param_validation import InvalidParameterError
+from test_run_writer import post, record
 from warm_python import warm_run
 
 from mtc.errors import InputError
 from mtc.methods import KernelKMeans, SymmetricNMF
 from mtc.methods.smtnmf import SMTNMF
-from mtc.store import preflight
+from mtc.store import preflight, run_writer, tracking
 
 DOC = Path(__file__).parents[1] / "docs" / "bad_inputs.md"
 TMP = "{tmp}"  # replaced by the test's folder; shown as <tmp> in the page
@@ -314,6 +319,90 @@ LIBRARY_CASES = [
 ]
 
 
+def changed_metric(uri: str, experiment: str, parent: str) -> dict:
+    """Runs a and b stored by a batch; then a batch of a, its acc/mean 0.25 instead, and c."""
+    stored = run_writer.batch_payload(experiment, parent, [record("a"), record("b")])
+    assert post(uri, stored)[0] == 200
+    again = run_writer.batch_payload(experiment, parent, [record("a"), record("c")])
+    again["runs"][0] = {**stored["runs"][0], "metrics": [[key, "0.25" if key == "acc/mean" else value, step]
+                                                         for key, value, step in stored["runs"][0]["metrics"]]}
+    return again
+
+
+def closed_parent(uri: str, experiment: str, parent: str) -> dict:
+    tracking.client_for(uri).set_terminated(parent, "KILLED")
+    return run_writer.batch_payload(experiment, parent, [record("a")])
+
+
+def escaping_file(uri: str, experiment: str, parent: str) -> dict:
+    body = run_writer.batch_payload(experiment, parent, [record("a")])
+    body["runs"][0]["files"] = {"../../outside.txt": "aGk="}
+    return body
+
+
+def parents_id(uri: str, experiment: str, parent: str) -> dict:
+    body = run_writer.batch_payload(experiment, parent, [record("a")])
+    body["runs"][0]["id"] = parent
+    return body
+
+
+# (the body POSTed to the batch route, made against a new parent run; the answer's status, error
+# code and the start of its message, run ids shown as <run id>)
+REQUEST_CASES = [
+    ("a batch reusing stored run a's id, its acc/mean 0.25 (stored: 0.75)", changed_metric, 409, "RUN_CHANGED",
+     "run 'a' (<run id>) is stored with other metrics than this batch's: a batch may not reuse stored run ids; "
+     "nothing written"),
+    ("a batch under a parent run closed KILLED", closed_parent, 409, "PARENT_CLOSED",
+     "parent run <run id> is KILLED"),
+    ("a run file named ../../outside.txt", escaping_file, 400, "INVALID_PARAMETER_VALUE",
+     "not a batch of runs (ValueError: file name '../../outside.txt' leaves the run's folder)"),
+    ("a run given its parent's id", parents_id, 400, "RESOURCE_ALREADY_EXISTS",
+     "run id <run id> is already the parent run's id; nothing written"),
+]
+RUN_ID = re.compile(r"\b[0-9a-f]{32}\b")
+
+
+@contextlib.contextmanager
+def batch_route_server():
+    """A tracking server as mtc.stack starts one (``mlflow server --app-name mtc``: the batch
+    route, artifacts served) on a fresh SQLite store; stopped, with its helpers, afterwards."""
+    from mtc.stack.loopback import free_port, wait_for_port
+
+    with tempfile.TemporaryDirectory(prefix="mtc-bad-requests-") as folder:
+        port = free_port()
+        with open(Path(folder) / "server.log", "wb") as log:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "mlflow", "server", "--app-name", "mtc", "--backend-store-uri",
+                 f"sqlite:///{folder}/mlflow.db", "--serve-artifacts", "--artifacts-destination", f"{folder}/artifacts",
+                 "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+        try:
+            wait_for_port(port, 120)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+
+
+def send_requests() -> tuple[list[tuple[int, dict]], list[str]]:
+    """Each request case's (status, answer), sent to one fresh batch_route_server, and the names
+    of the child runs the server holds afterwards."""
+    with batch_route_server() as uri:
+        client = tracking.client_for(uri)
+        experiment = tracking.ensure_experiment(client, "bad-requests", None)
+        parents = [client.create_run(experiment).info.run_id for _ in REQUEST_CASES]
+        answers = [post(uri, make(uri, experiment, parent)) for (_, make, _, _, _), parent in zip(REQUEST_CASES, parents)]
+        return answers, sorted(run.info.run_name for run in tracking.find_runs(client, experiment)
+                               if run.info.run_id not in parents)
+
+
+def request_row(what: str, status: int, answer: dict) -> str:
+    """The page's row of a request case: what was sent, the status and error code, the message."""
+    message = RUN_ID.sub("<run id>", answer["message"]).replace("|", chr(92) + "|")
+    return f"| `POST {run_writer.BATCH_ENDPOINT}`: {what} | {status} {answer['error_code']} | {message} |"
+
+
 def cli_command(args: list[str]) -> tuple[str, list[str]]:
     return (args[0], args[1:]) if args[0] in COMMANDS else ("mtc.sweep", args)
 
@@ -425,6 +514,7 @@ def cli_row(args: list[str], done: subprocess.CompletedProcess, tmp: Path) -> st
 
 
 ROWS: dict[str, str] = {}  # case id -> its page row, as the command printed it in this session
+REQUEST_ROWS: list[str] = []  # the request cases' page rows, as the server answered them in this session
 
 
 @pytest.mark.parametrize("args, message", CLI_CASES, ids=[case_id(args) for args, _ in CLI_CASES])
@@ -510,6 +600,16 @@ def test_a_port_that_listens_but_is_not_a_ray_head_is_refused_in_one_line(tmp_pa
     assert not (tmp_path / "db").exists()
 
 
+def test_bad_requests_to_the_batch_route_are_refused_with_their_status_and_one_line():
+    answers, children = send_requests()
+    for (what, _, status, code, message), (got, answer) in zip(REQUEST_CASES, answers):
+        assert (got, answer["error_code"]) == (status, code), (what, answer)
+        assert RUN_ID.sub("<run id>", answer["message"]).startswith(message), (what, answer)
+        assert "\n" not in answer["message"]
+    assert children == ["a", "b"]  # changed_metric's first batch; no refused request wrote a run
+    REQUEST_ROWS[:] = [request_row(case[0], *answer) for case, answer in zip(REQUEST_CASES, answers)]
+
+
 @pytest.mark.parametrize("what, call, error, message", LIBRARY_CASES, ids=[case[0] for case in LIBRARY_CASES])
 def test_bad_library_input_is_a_clear_error(what, call, error, message):
     with pytest.raises(error) as raised:
@@ -523,9 +623,14 @@ def fresh_row(args: list[str]) -> str:
         return cli_row(args, done, Path(folder))
 
 
-def page(cli_rows: list[str]) -> str:
-    """docs/bad_inputs.md with these command-line rows and every library case as it raises now."""
-    rows = list(cli_rows)
+def fresh_request_rows() -> list[str]:
+    return [request_row(case[0], *answer) for case, answer in zip(REQUEST_CASES, send_requests()[0])]
+
+
+def page(cli_rows: list[str], request_rows: list[str]) -> str:
+    """docs/bad_inputs.md with these command-line and request rows and every library case as it
+    raises now."""
+    rows = [*cli_rows, *request_rows]
     for what, call, error, _ in LIBRARY_CASES:
         try:
             call()
@@ -539,16 +644,19 @@ def page(cli_rows: list[str]) -> str:
         "cases exit 2 with this one line on stderr before any dataset is built, Ray started or MLflow store",
         "opened (compare reads its store, read-only), and create nothing: no MLflow store, no output folder",
         "(not even Hydra's record of the command, outputs/hydra/<time>), no run, no Ray session. Checks of",
-        "the tracking store, the output folder and the Ray address wait at most 10 s each. Library cases",
-        "raise the error shown. Regenerate with `python tests/test_bad_inputs.py` (from the repository root,",
-        "`MTC_DATA_DIR` set, as root for the read-only folder); `<tmp>` is the folder the case runs in, also",
-        "its TMPDIR's parent, holding only the files the cases name (tests/test_bad_inputs.py, `prepare`), and",
-        "`<free>` the memory free on the machine. A test fails when this page differs from what that command",
-        "would write now.",
+        "the tracking store, the output folder and the Ray address wait at most 10 s each. Requests to the",
+        "batch route of a tracking server started as mtc.stack starts one (`mlflow server --app-name mtc`,",
+        "mtc/store/server_app.py; the generator starts it on a fresh SQLite store) are answered with the",
+        "status, error code and message shown, nothing written. Library cases raise the error shown.",
+        "Regenerate with `python tests/test_bad_inputs.py` (from the repository root, `MTC_DATA_DIR` set,",
+        "as root for the read-only folder); `<tmp>` is the folder the case runs in, also its TMPDIR's",
+        "parent, holding only the files the cases name (tests/test_bad_inputs.py, `prepare`), and `<free>`",
+        "the memory free on the machine. A test fails when this page differs from what that command would",
+        "write now.",
         "",
-        f"{len(CLI_CASES)} command-line cases, {len(LIBRARY_CASES)} library cases.",
+        f"{len(CLI_CASES)} command-line cases, {len(REQUEST_CASES)} requests, {len(LIBRARY_CASES)} library cases.",
         "",
-        "| input | exit code / error | message |",
+        "| input | exit code / status / error | message |",
         "|---|---|---|",
         *rows, ""])
 
@@ -557,12 +665,13 @@ def test_the_bad_input_page_is_what_the_cases_print_now():
     """The page is generated: it must be what ``python tests/test_bad_inputs.py`` writes now
     (rows of the cases this session ran are reused; the others run here)."""
     rows = [ROWS.get(case_id(args)) or fresh_row(args) for args, _ in CLI_CASES]
-    assert DOC.read_text() == page(rows), "docs/bad_inputs.md is stale: run python tests/test_bad_inputs.py"
+    assert DOC.read_text() == page(rows, REQUEST_ROWS or fresh_request_rows()), \
+        "docs/bad_inputs.md is stale: run python tests/test_bad_inputs.py"
 
 
 def write_page() -> None:
     """docs/bad_inputs.md from what every case prints now."""
-    DOC.write_text(page([fresh_row(args) for args, _ in CLI_CASES]))
+    DOC.write_text(page([fresh_row(args) for args, _ in CLI_CASES], fresh_request_rows()))
 
 
 if __name__ == "__main__":

@@ -6,12 +6,24 @@
   out-of-date with MLflow's advice to run ``mlflow db upgrade``; an older store still passes;
 - the batch route of ``mlflow server --app-name mtc`` refuses (409, naming the run) a batch that
   reuses stored run ids with other content, and still answers an identical resend 200;
-- ``mtc.data root`` on a file says it is a file.
+- ``mtc.data root`` on a file says it is a file;
+- a leaderboard (``--with``) stopped mid-run and run again loses nothing and writes the files
+  an uninterrupted one writes, byte for byte; two of the same study started together: one
+  refused in one line, the other's files those same bytes; a leaderboard written over another
+  replaces each file whole (a concurrent one never logs a half-written file); its MLflow run,
+  stopped while its files are logged, is closed KILLED, not left RUNNING;
+- the workers a SIGKILLed driver's Ray was starting die with it (they lived 10-25 s).
 """
 
+import os
+import re
+import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +34,8 @@ from test_run_writer import post, record, server_store, servers  # noqa: F401 (s
 from mtc.data.__main__ import main as data_main
 from mtc.results.fidelity import REASONS
 from mtc.results.fidelity import main as fidelity_main
+from mtc.results.leaderboard import build_leaderboard, log_leaderboard
+from mtc.results.reading import open_experiment
 from mtc.stack import server as stack
 from mtc.stack.loopback import free_port
 from mtc.store import preflight, run_writer, tracking
@@ -195,3 +209,153 @@ def test_the_data_root_on_a_file_says_it_is_a_file(tmp_path, monkeypatch, capsys
     assert data_main(["root", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.startswith(f"error: no folder {tmp_path / 'nope'}: ")
     assert not (tmp_path / "home" / ".config").exists()
+
+
+# --- a leaderboard stopped and resumed, two at once ---------------------------------------------
+
+PLUGIN = Path(__file__).parent / "plugin"
+SEARCH_PATH = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
+# the smallest leaderboard: one paper sweep (k-means, 2 trials) and the added method slow (the
+# toy solver, 2 s a fit: 2 grid points x 2 seeds), one Tuner on one CPU
+BOARD_STUDY = """sweeps:
+  - methods: [kmeans]
+    data: [synthetic]
+    overrides: ["++method.grid.max_iter=[100]", "sweep.repeats=2", "data.params.n_tasks=2",
+                "data.params.samples_per_cluster=10"]
+compare:
+  - out: compare_one
+    benchmarks: [synthetic]
+"""
+BOARD = "leaderboard_study_slow"
+TRIALS = ["max_iter=100 s0", "max_iter=100 s1", "shift=0 s0", "shift=0 s1", "shift=1 s0", "shift=1 s1"]
+
+
+def board_overrides(folder: Path) -> list[str]:
+    return [SEARCH_PATH, f"output_dir={folder / 'out'}", f"mlflow.tracking_uri=sqlite:///{folder / 'mlflow.db'}",
+            f"mlflow.artifact_root={folder / 'art'}", "ray.num_cpus=1"]
+
+
+def start_board(folder: Path) -> subprocess.Popen:
+    """``python -m mtc.reproduce study.yaml --with slow`` writing into ``folder``."""
+    (folder / "study.yaml").write_text(BOARD_STUDY)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.Popen([sys.executable, "-m", "mtc.reproduce", str(folder / "study.yaml"), "--with", "slow",
+                             *board_overrides(folder), "--compare-root", str(folder)], cwd=folder, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def finish(command: subprocess.Popen) -> tuple[int, str, str]:
+    try:
+        out, err = command.communicate(timeout=600)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+    return command.returncode, out, err
+
+
+def stored_runs(folder: Path) -> Counter:
+    """(run name, status) of every run of the store, counted."""
+    with sqlite3.connect(f"file:{folder / 'mlflow.db'}?mode=ro", uri=True, timeout=30) as connection:
+        return Counter(connection.execute("SELECT name, status FROM runs").fetchall())
+
+
+def slow_trials_finished(folder: Path) -> int:
+    """How many trials of the added sweep are FINISHED (0 before the store has its tables)."""
+    if not (folder / "mlflow.db").exists():
+        return 0
+    try:
+        return sum(count for (name, status), count in stored_runs(folder).items()
+                   if name.startswith("shift=") and status == "FINISHED")
+    except sqlite3.OperationalError:  # no table yet
+        return 0
+
+
+def board_files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted((folder / BOARD).iterdir())}
+
+
+def finished_once() -> Counter:
+    """Every trial, both sweeps' parent runs and one leaderboard run FINISHED once, nothing else."""
+    return Counter({(name, "FINISHED"): 1 for name in [*TRIALS, "kmeans-synthetic", "slow-synthetic", "leaderboard"]})
+
+
+@pytest.fixture(scope="module")
+def together(tmp_path_factory):
+    """Two leaderboards of the study started together on one store and output folder."""
+    folder = tmp_path_factory.mktemp("together")
+    commands = [start_board(folder), start_board(folder)]
+    return folder, [finish(command) for command in commands]
+
+
+@pytest.mark.slow
+def test_two_leaderboards_started_together_one_is_refused_in_one_line(together):
+    folder, done = together
+    codes = sorted(code for code, _, _ in done)
+    assert codes == [0, 2], [err[-2000:] for _, _, err in done]
+    [(_, _, refused)] = [result for result in done if result[0] == 2]
+    assert re.fullmatch(rf"error: sweep 'kmeans-synthetic' is already running \(driver pid \d+, output folder "
+                        rf"{re.escape(str(folder / 'out' / 'kmeans-synthetic'))}\); wait for it, or stop it and run "
+                        r"this command again to resume\n", refused), refused
+    assert stored_runs(folder) == finished_once()
+    assert sorted(board_files(folder)) == ["leaderboard.csv", "leaderboard.md", "not_run.csv", "standing.png",
+                                           "tests.csv"]
+
+
+@pytest.mark.slow
+def test_a_leaderboard_stopped_mid_run_resumes_to_the_files_of_an_uninterrupted_one(together, tmp_path):
+    """SIGTERM once the added sweep has a finished trial and others to run; the same command
+    again runs the rest: every trial FINISHED once, and the leaderboard folder byte for byte
+    that of the leaderboard run uninterrupted in a fresh store (its timing is on stdout only)."""
+    reference, _ = together
+    stopped = start_board(tmp_path)
+    try:
+        deadline = time.monotonic() + 300
+        while not slow_trials_finished(tmp_path):
+            assert stopped.poll() is None and time.monotonic() < deadline, stopped.stderr.read()[-3000:]
+            time.sleep(0.05)
+        stopped.send_signal(signal.SIGTERM)
+    finally:
+        code, _, err = finish(stopped)
+    assert code == 143, err[-3000:]
+    assert re.search(r"^stopped by SIGTERM: [123] of 4 trials finished \(MLflow parent run \w+, KILLED\); run the same "
+                     r"command again to resume", err, re.M), err[-3000:]
+    code, out, err = finish(start_board(tmp_path))
+    assert code == 0, err[-3000:]
+    assert re.search(r"^sweep slow-synthetic: 4 trials \([123] already finished\)", out, re.M), out
+    assert stored_runs(tmp_path) == finished_once()
+    assert board_files(tmp_path) == board_files(reference)
+
+
+@pytest.mark.slow
+def test_a_leaderboard_written_over_another_replaces_each_file_whole(together, monkeypatch):
+    """Another leaderboard of the folder, later (the store's sweeps all finished: no lock keeps
+    it out), moves each file in whole (a new inode), nothing rewritten in place where the first
+    one is logging it, and leaves no folder of its own behind."""
+    from mtc.protocols import plan_leaderboard
+
+    folder, _ = together
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    before = {name: os.stat(folder / BOARD / name).st_ino for name in board_files(folder)}
+    files = board_files(folder)
+    plan = plan_leaderboard(str(folder / "study.yaml"), ["slow"], board_overrides(folder), [])
+    client, experiment_id = open_experiment(f"sqlite:///{folder / 'mlflow.db'}", "mtc")
+    built = build_leaderboard(client, experiment_id, plan.boards, ["slow"], folder / BOARD, plan.not_run,
+                              "the SQLite store ../mlflow.db")
+    assert sorted(path.name for path in built["paths"]) == sorted(files)
+    assert board_files(folder) == files
+    assert not any(os.stat(folder / BOARD / name).st_ino == inode for name, inode in before.items())
+
+
+def test_a_leaderboard_run_stopped_while_its_files_are_logged_is_closed_killed(tmp_path, monkeypatch):
+    client = tracking.client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = tracking.ensure_experiment(client, "mtc", str(tmp_path / "artifacts"))
+    (tmp_path / "leaderboard.md").write_text("# Leaderboard\n")
+
+    def stopped(*args):
+        raise KeyboardInterrupt  # what the command's handler raises on Ctrl-C or SIGTERM (mtc.sweep.stopping)
+
+    monkeypatch.setattr(client, "log_artifact", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        log_leaderboard(client, experiment, "study", ["slow"], [tmp_path / "leaderboard.md"])
+    [run] = tracking.find_runs(client, experiment)
+    assert (run.info.run_name, run.info.status) == ("leaderboard", "KILLED")

@@ -16,6 +16,9 @@ mtc.results.cells.seed_values, mtc.results.significance).
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -213,15 +216,33 @@ def build_leaderboard(client, experiment_id: str, boards: list, methods: list[st
     """Read every paper's cells (compare's reading, at the best point by accuracy), table the
     added methods' scores, ranks and tests, and write the leaderboard folder ``out``.
 
+    Each file is written whole in a folder of its own inside ``out``, then moved over the one
+    in ``out`` (os.replace): another leaderboard of the same folder running meanwhile (two
+    commands a few seconds apart both find every sweep finished) logs and leaves complete
+    files, never one the other is rewriting in place.
+
     Returns
     -------
     dict
         ``scores``, ``tests`` (DataFrames, as leaderboard.csv and tests.csv), ``friedman``
         (paper -> DataFrame) and ``paths`` (the files written).
     """
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=out))
+    try:
+        built = write_leaderboard(client, experiment_id, boards, methods, staging, not_run, source, published_path)
+        for path in built["paths"]:
+            os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {**built, "paths": [out / path.name for path in built["paths"]]}
+
+
+def write_leaderboard(client, experiment_id: str, boards: list, methods: list[str], out: Path,
+                      not_run: dict[str, str], source: str, published_path: Path) -> dict:
+    """build_leaderboard's reading and tables, its files written in ``out``; what it returns."""
     from mtc.results.compare import read_comparison
 
-    out.mkdir(parents=True, exist_ok=True)
     published = load_published(published_path)
     scores, tests, sections, friedmans, ours_rows, printed_rows, paths = [], [], [], {}, [], [], []
     sweeps_read = {}  # parent run -> Sweep: a sweep several papers read counted once
@@ -280,12 +301,18 @@ def build_leaderboard(client, experiment_id: str, boards: list, methods: list[st
 
 
 def log_leaderboard(client, experiment_id: str, study: str, methods: list[str], paths: list[Path]) -> str:
-    """One MLflow run (name and tag mtc.kind ``leaderboard``) holding the folder's files; its id."""
+    """One MLflow run (name and tag mtc.kind ``leaderboard``) holding the folder's files; its id.
+    Stopped or failed while logging (Ctrl-C, SIGTERM: the command's stop signals raise), the run
+    is closed KILLED, not left RUNNING."""
     run = client.create_run(experiment_id, run_name=KIND, tags={"mtc.kind": KIND})
     run_id = run.info.run_id
-    client.log_param(run_id, "study", study)
-    client.log_param(run_id, "methods", ",".join(methods))
-    for path in paths:
-        client.log_artifact(run_id, str(path))
+    try:
+        client.log_param(run_id, "study", study)
+        client.log_param(run_id, "methods", ",".join(methods))
+        for path in paths:
+            client.log_artifact(run_id, str(path))
+    except BaseException:
+        client.set_terminated(run_id, "KILLED")
+        raise
     client.set_terminated(run_id, "FINISHED")
     return run_id

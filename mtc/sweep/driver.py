@@ -522,6 +522,12 @@ def local_resources(run: Settings, worker_env: dict) -> tuple:
     return run.ray.num_cpus, run.ray.object_store_memory, tuple(sorted(worker_env.items()))
 
 
+# Ray's raylet starts a worker per CPU when the driver connects, without the job's runtime
+# environment: no trial can use them (they end idle while the trials' workers start), and a
+# driver killed meanwhile left them for 10-25 s (their GCS client retrying the GCS that is gone)
+LOCAL_RAY_SETTINGS = {"prestart_worker_first_driver": False}
+
+
 def start_local_ray(run: Settings, worker_env: dict, stack: contextlib.ExitStack) -> None:
     """Start Ray here in a fresh temp folder, every process it starts marked with it (RAY_MARK);
     closing ``stack`` stops it, ends what it left, then removes the folder. Dead drivers' Ray
@@ -539,8 +545,9 @@ def start_local_ray(run: Settings, worker_env: dict, stack: contextlib.ExitStack
         moment("ray")
         with ray_processes_in_a_group_of_their_own():
             ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
-                     include_dashboard=False, log_to_driver=True, runtime_env=worker_runtime_env(worker_env),
-                     _temp_dir=temp_dir)
+                     include_dashboard=False, log_to_driver=True,
+                     runtime_env=worker_runtime_env(worker_env), _temp_dir=temp_dir,
+                     _system_config=LOCAL_RAY_SETTINGS)
     finally:
         os.environ.pop(RAY_MARK, None)
     moment("ray-started")
