@@ -31,26 +31,32 @@ Overrides after the study name (``mlflow.tracking_uri=...``, ``ray.address=...``
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import sys
-import time
-from dataclasses import dataclass, replace
-from pathlib import Path
+if __name__ == "__main__":  # the command, not an import: before the imports below (about 2 s), Ctrl-C is one line
+    from mtc.cli import ctrl_c_exits_at_once
 
-import yaml
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+    ctrl_c_exits_at_once()
 
-from mtc import CONF_DIR
-from mtc.cli import Composer, fail
-from mtc.config import method_configs, settings
-from mtc.errors import InputError
-from mtc.results.recommend import recommendation_sentence, recommendations
-from mtc.results.reading import NO_LABELS_BEST
-from mtc.results.report import CRITERIA, left_out_note
-from mtc.store import preflight, tracking
-from mtc.store import locks
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import yaml  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from omegaconf.errors import OmegaConfBaseException  # noqa: E402
+
+from mtc import CONF_DIR  # noqa: E402
+from mtc.cli import Composer, fail  # noqa: E402
+from mtc.config import method_configs, settings  # noqa: E402
+from mtc.errors import InputError  # noqa: E402
+from mtc.results.recommend import recommendation_sentence, recommendations  # noqa: E402
+from mtc.results.reading import NO_LABELS_BEST  # noqa: E402
+from mtc.results.report import CRITERIA, left_out_note  # noqa: E402
+from mtc.store import preflight, tracking  # noqa: E402
+from mtc.store import locks  # noqa: E402
+from mtc.sweep.estimates import stored_fit_seconds  # noqa: E402
 
 STUDY_DIR = CONF_DIR / "study"
 SWEEP_KEYS = {"methods", "data", "experiment", "sizes", "label", "overrides"}
@@ -272,35 +278,6 @@ def check_unfinished(plans: list) -> tuple[list, dict[str, int]]:
     return [check_plan(plan) if counts[plan.name] < len(plan.trials) else plan for plan in plans], counts
 
 
-def calibration_seconds(plan) -> tuple[float, float, float]:
-    """Seconds of two fits on the sweep's data sharing one Cache, with the sweep's grid points,
-    as a sweep's worker does: the first grid point with its first seed, then with another seed
-    (the same seed again when the sweep has one); and the share of the sweep's trials that
-    compute a fit (mtc.trial.computed_fits: S-MKC's fit at one lambda decides the others').
-    The first computes the seed-free steps a sweep's fits share (MTCMRL on the mtcmrl study's
-    Reuters, beside a test suite: 8.2 s, the next 0.61 s; mtc.numerics.cache), the second reads
-    them: what each further computed fit costs. Both run with the BLAS and OpenMP threads of
-    one trial (``sweep.cpus_per_trial``), as in a worker (mtc.sweep.driver), not the driver's."""
-    from threadpoolctl import threadpool_limits
-
-    from mtc.config import Trial
-    from mtc.numerics.cache import Cache
-    from mtc.trial import computed_fits, run_trial
-
-    first = plan.trials[0]
-    following = next((trial for trial in plan.trials if trial.point == first.point and trial.seed != first.seed), first)
-    dataset, cache = plan.datasets[min(plan.datasets)], Cache(size=2)
-    prototype = plan.run.method.prototype(n_clusters=dataset.n_clusters)
-    points = tuple({repr(sorted(trial.point.items())): trial.point for trial in plan.trials}.values())
-    seconds = []
-    with threadpool_limits(limits=plan.run.sweep.cpus_per_trial):
-        for trial in (first, following):
-            start = time.perf_counter()
-            run_trial(dataset, prototype, Trial(trial.point, trial.seed), cache=cache, points=points)
-            seconds.append(time.perf_counter() - start)
-    return seconds[0], seconds[1], computed_fits(prototype, plan.trials) / len(plan.trials)
-
-
 def parallel_slots(run) -> int:
     """Trials a local Ray runs at once: the CPUs over the CPUs per trial, at most the cap."""
     from mtc.config import available_cpus
@@ -310,74 +287,55 @@ def parallel_slots(run) -> int:
 
 
 def duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def stored_fit_seconds(plans: list) -> dict[str, tuple[float, int]]:
-    """Per sweep, the mean ``fit_seconds`` of the FINISHED trials the store holds of the same
-    method on the same data (method, data config and data hash: any sweep of it, any grid
-    point; not those that read another sweep's fit, ``fit_read``) and how many there are; sweeps with none are left out (no store: none)."""
-    uri, experiment = plans[0].run.tracking.uri, plans[0].run.tracking.experiment
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
-        return {}
-    client = tracking.client_for(uri)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return {}
-    seconds = {}
-    for plan in plans:
-        same = {key: plan.tags[key] for key in ("mtc.method", "mtc.data", tracking.DATASET_HASH_TAG)}
-        fits = [run.data.metrics["fit_seconds"] for run in tracking.find_runs(client, found.experiment_id, **same)
-                if run.info.status == "FINISHED" and "fit_seconds" in run.data.metrics
-                and not run.data.metrics.get("fit_read")]  # a fit read from another sweep's costs no fit
-        if fits:
-            seconds[plan.name] = (sum(fits) / len(fits), len(fits))
-    return seconds
-
-
 def dry_run(study: Study, plans: list, only: list[str], estimate: bool = True,
-            not_run: dict[str, str] | None = None) -> None:
+            not_run: dict[str, str] | None = None, planning: float = 0.0) -> None:
     """List the sweeps with their trial counts, what is already finished and (``estimate``) an
-    estimated time: the mean fit time the store holds for the method on the data (stored_fit_seconds)
-    times the trials left over the parallel slots, else two calibration fits (calibration_seconds):
-    the first once, the second for each further trial, leaving out the trials whose fit an earlier
-    sweep of the study has too (mtc.sweep.shared_fits: read, not fitted); then the methods that
-    cannot run (``not_run``) and the compares."""
+    estimated time, each sweep's line printed as soon as it is checked (check_plan, its data read
+    once for all the sweeps on it) and estimated (mtc.sweep.estimates: the store's fit times of
+    the method on the data, else the method's cost curve at this data's size, else a small fit;
+    the trials whose fit an earlier sweep of the study has are read, not fitted:
+    mtc.sweep.shared_fits); then the total, with the platform's share and the ``planning``
+    seconds the run repeats, the methods that cannot run (``not_run``) and the compares."""
+    from mtc.sweep import estimates
+    from mtc.sweep.driver import check_plan
     from mtc.sweep.shared_fits import fits_read
 
-    plans, counts = check_unfinished(plans)
+    counts, read = finished_counts(plans), fits_read(plans)
     stored = stored_fit_seconds(plans) if estimate else {}
-    read = fits_read(plans)
-    width = max(len(plan.name) for plan in plans)
-    total_seconds = 0.0
-    for plan in plans:
+    slots, width = parallel_slots(plans[0].run), max(len(plan.name) for plan in plans)
+    fits_seconds, checked = 0.0, []
+    for plan in estimates.shared_draws(plans):
+        start = time.perf_counter()  # grid points that cannot fit the data left out, as the run checks them
+        plan = check_plan(plan) if counts[plan.name] < len(plan.trials) else plan
+        planning += time.perf_counter() - start
+        checked.append(plan)
         done, total = counts[plan.name], len(plan.trials)
         state = "finished" if done == total else f"{done} finished" if done else "to run"
         line = f"{plan.name:<{width}}  {total:>6} trials  {state}"
         if estimate and done < total:
-            left = max(total - done - read[plan.name], 0)  # those an earlier sweep fits are read
-            if not left:
-                seconds, source = 0.0, "no fit left to compute"
-            elif plan.name in stored:
-                per_fit, fits = stored[plan.name]
-                seconds, source = per_fit * left / parallel_slots(plan.run), f"mean of {fits} stored fits"
-            else:  # the shared steps once (each worker computes them, at the same time), then the rest
-                first, following, share = calibration_seconds(plan)
-                seconds = first + following * max(left * share - 1, 0) / parallel_slots(plan.run)
-                source = f"calibration: first fit {first:.2g} s, next {following:.2g} s" + (
-                    f", one fit per {1 / share:.3g} trials" if share < 1 else "")
-            if read[plan.name]:
-                source += f", {read[plan.name]} trials read the fits of another sweep"
-            total_seconds += seconds
+            left = max(len(plan.trials) - done - read[plan.name], 0)  # those an earlier sweep fits are read
+            fit = estimates.fit_time(plan, stored) if left else estimates.FitTime(0.0, "no fit left to compute")
+            fits = left * estimates.computed_share(plan)
+            seconds = estimates.sweep_seconds(fit, len(plan.trials) - done, fits, slots)
+            fits_seconds += seconds
+            source = fit.source + (f", {read[plan.name]} trials read the fits of another sweep" if read[plan.name]
+                                   else "")
             line += f"  about {duration(seconds)} ({source})"
-        print(line + (f"; {left_out_note(plan.unrunnable, bold='')}" if plan.unrunnable else ""))
-    total = sum(len(plan.trials) for plan in plans)
+        print(line + (f"; {left_out_note(plan.unrunnable, bold='')}" if plan.unrunnable else ""), flush=True)
+    total = sum(len(plan.trials) for plan in checked)
     left = total - sum(counts.values())
+    running = sum(counts[plan.name] < len(plan.trials) for plan in checked)
+    platform = estimates.platform_seconds(running) + planning if left else 0.0
     print(f"study {study.name}: {len(plans)} sweeps, {total} trials, {left} to run "
-          f"({sum(counts[p.name] == len(p.trials) for p in plans)} sweeps finished)"
-          + (f"; estimated {duration(total_seconds)} of fits on {parallel_slots(plans[0].run)} parallel trials "
-             "(per sweep: the store's fit times of the method on the data, else two calibration fits; Ray's start "
-             "and the reports come on top)" if estimate and left else ""))
+          f"({len(plans) - running} sweeps finished)"
+          + (f"; estimated {duration(fits_seconds + platform)} in all on {slots} parallel trials: "
+             f"{duration(fits_seconds)} for the trials (fits, scores, runs), {duration(platform)} for Ray's start, "
+             "the reports and the planning" if estimate and left else ""))
     for method, why in (not_run or {}).items():
         print(f"cannot run: {method}: {why}")
     for spec in kept_compares(study, only):
@@ -709,7 +667,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         help="only the sweeps of these methods, labels, data configs or sweep names (a paper's study then "
                              "writes no compare; every_method keeps its compare folder)")
     parser.add_argument("--no-estimate", action="store_true",
-                        help="with --dry-run: no calibration fit per sweep, so no estimated time")
+                        help="with --dry-run: no estimated time (no small fits where no cost curve answers)")
     parser.add_argument("--with", dest="with_methods", metavar="METHOD[,METHOD...]", action="append",
                         help="the leaderboard: these method configs (or all) under every protocol of the study's "
                              "papers, beside the papers' methods and published numbers (mtc.protocols); given "
@@ -743,9 +701,10 @@ def main_leaderboard(args: argparse.Namespace, overrides: list[str]) -> None:
     start = time.perf_counter()
     if args.dry_run:
         names = added_methods(args.with_methods)
+        print(f"leaderboard of {', '.join(names)} on {Path(args.study).stem}: planning its sweeps")
         plan = plan_leaderboard(args.study, names, overrides, args.only)
         dry_run(Study(leaderboard_folder(args.study, names, args.compare_root).name, (), ()), plan.plans, [],
-                not args.no_estimate, plan.not_run)
+                not args.no_estimate, plan.not_run, time.perf_counter() - start)
         return
     result = leaderboard(args.study, args.with_methods, *overrides, only=tuple(args.only), out=args.out,
                          compare_root=args.compare_root, keep_ray=False)
@@ -769,10 +728,12 @@ def main(argv: list[str] | None = None) -> None:
                 main_leaderboard(args, overrides)
                 return
             study = load_study(args.study)
-            not_run = {}
+            not_run, start = {}, time.perf_counter()
+            if args.dry_run:  # planning a large study takes a while: say so at once
+                print(f"study {study.name}: planning {len(study.sweeps)} sweeps (configs composed, data hashed)")
             plans = plan_study(study, overrides, args.only, not_run)
             if args.dry_run:
-                dry_run(study, plans, args.only, not args.no_estimate, not_run)
+                dry_run(study, plans, args.only, not args.no_estimate, not_run, time.perf_counter() - start)
                 return
             for method, why in not_run.items():
                 print(f"cannot run: {method}: {why}")

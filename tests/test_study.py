@@ -57,7 +57,8 @@ def test_a_study_expands_its_entries_and_lists_them_in_a_dry_run(tiny_study):
     assert [line.split()[0] for line in lines[:5]] == ["kmeans-synthetic", "a_kmeans-synthetic", "kmeans-hard",
                                                        "a_kmeans-hard", "kmeans_reduced-synthetic"]
     assert all(line.split()[1:5] == ["6", "trials", "to", "run"] and " about " in line for line in lines[:4])
-    assert all(re.search(r"\(calibration: first fit [\d.e-]+ s, next [\d.e-]+ s\)$", line) for line in lines[:4])
+    # 120 samples, below the cost curves' sizes: fits on the whole data (mtc.sweep.estimates)
+    assert all(re.search(r"\((one fit|2 fits) on the data: [\d.e-]+ s each\)$", line) for line in lines[:4])
     # its three trials are kmeans-synthetic's fits at max_iter 200: read, not fitted again
     assert lines[4].split()[1:5] == ["3", "trials", "to", "run"] and lines[4].endswith(
         ", 3 trials read the fits of another sweep)")
@@ -67,34 +68,6 @@ def test_a_study_expands_its_entries_and_lists_them_in_a_dry_run(tiny_study):
     assert after[5] == "study tiny: 5 sweeps, 27 trials, 0 to run (5 sweeps finished)"
     only = dry_run_text(study, overrides, ["a_kmeans"]).splitlines()
     assert [line.split()[0] for line in only[:2]] == ["a_kmeans-synthetic", "a_kmeans-hard"] and len(only) == 3
-
-
-def test_the_calibration_fits_two_seeds_of_one_point_with_one_cache_as_a_worker_does(tiny_study, monkeypatch):
-    """The dry run's estimate without stored fits: the first fit computes the steps a sweep's
-    fits share, the second (another seed of the same grid point) reads them from the same cache;
-    both with the BLAS threads of one trial (sweep.cpus_per_trial), as a worker fits."""
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    import mtc.trial
-
-    _, study, overrides, _, _ = tiny_study
-    plan = reproduce.plan_study(study, [*overrides, "ray.num_cpus=2", "sweep.cpus_per_trial=2"], [])[0]
-    calls, threads, real = [], [], mtc.trial.run_trial
-
-    def recorded(dataset, prototype, trial, cache, points):
-        calls.append((trial, cache, points))
-        threads.append({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
-        return real(dataset, prototype, trial, cache, points)
-
-    monkeypatch.setattr(mtc.trial, "run_trial", recorded)
-    with threadpool_limits(limits=1):  # the driver's own limit is not the one the fits run with
-        first, following, share = reproduce.calibration_seconds(plan)
-    assert first > 0 and following > 0 and len(calls) == 2 and share == 1.0  # k-means: every trial a fit
-    assert threads == [{2}, {2}]
-    (a, cache_a, points_a), (b, cache_b, points_b) = calls
-    assert a.point == b.point == plan.trials[0].point and a.seed == plan.trials[0].seed != b.seed
-    assert cache_a is cache_b is not None
-    assert points_a == points_b == ({"max_iter": 100}, {"max_iter": 200})  # the sweep's grid, once each
 
 
 def test_a_study_runs_every_sweep_in_one_tuner_and_writes_its_compare_folder(tiny_study):
