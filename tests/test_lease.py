@@ -59,6 +59,22 @@ def test_a_lapsed_lease_of_a_dead_driver_is_taken_over(store):
         assert locks.lease_holder(client, experiment, "k1")["holder"] != "node-b pid 4242 deadbeef"
 
 
+def test_a_dead_drivers_leases_of_sweeps_it_finished_are_removed_by_the_next_driver(store):
+    """A driver killed by SIGKILL leaves a lease on every sweep it held, also those it had
+    finished, which the next driver does not run: it removes them, and keeps a live one."""
+    client, experiment = store
+    dead = dead_process_here()
+    for key in ("finished1", "finished2"):
+        client.set_experiment_tag(experiment, locks.LEASE_TAG.format(key=key), json.dumps(
+            {"holder": f"{dead['host']} pid {dead['pid']} deadbeef", "renewed": time.time(), "process": dead}))
+    live = json.dumps({"holder": "node-b pid 4242 deadbeef", "renewed": time.time()})
+    client.set_experiment_tag(experiment, locks.LEASE_TAG.format(key="elsewhere"), live)
+    with locks.server_lease(client, experiment, {"k1": "toy"}, REMOTE):
+        pass
+    assert sorted(key for key in client.get_experiment(experiment).tags if key.startswith("mtc.lease.")) == \
+        ["mtc.lease.elsewhere"]
+
+
 def test_a_live_foreign_lease_written_during_the_settle_wins(store, monkeypatch):
     """Two drivers read "free" together: the later writer keeps the lease, the other backs off."""
     client, experiment = store

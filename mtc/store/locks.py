@@ -279,6 +279,19 @@ def lease_holder(client, experiment_id: str, key: str) -> dict | None:
     return lease
 
 
+def remove_lapsed_leases(client, experiment_id: str) -> list[str]:
+    """Delete the experiment's lease tags that no live driver holds (lease_holder: lapsed, or
+    its driver gone from this machine); the keys removed. A driver killed by SIGKILL leaves a
+    lease on each of its sweeps, and the next driver takes over only those it runs: the leases
+    of sweeps that finished before the kill stayed in the store (benchmarks/chaos_run.py)."""
+    prefix = LEASE_TAG.format(key="")
+    keys = [name[len(prefix):] for name in client.get_experiment(experiment_id).tags if name.startswith(prefix)]
+    lapsed = [key for key in keys if lease_holder(client, experiment_id, key) is None]
+    for key in lapsed:
+        client.delete_experiment_tag(experiment_id, LEASE_TAG.format(key=key))
+    return lapsed
+
+
 @contextlib.contextmanager
 def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_uri: str, confirm_later: bool = False):
     """Hold a lease on each sweep (``{key: name}``) in the store, or raise BusyError naming
@@ -295,11 +308,13 @@ def server_lease(client, experiment_id: str, sweeps: dict[str, str], tracking_ur
 
     Yields ``confirm``: the read back after SETTLE_SECONDS, done before the block unless
     ``confirm_later`` (the caller then calls it, its wait overlapping other work: a driver
-    starts Ray meanwhile), and nothing to do a second time.
+    starts Ray meanwhile), and nothing to do a second time. Dead drivers' leases of any sweep
+    of the experiment go first (remove_lapsed_leases).
     """
     if tracking_uri.startswith("sqlite:///") or not sweeps:
         yield lambda: None
         return
+    remove_lapsed_leases(client, experiment_id)
     me = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
     process = this_process()
 
