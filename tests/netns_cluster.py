@@ -23,6 +23,12 @@ lost head with ``restore_head`` (its Ray temp folder gone as a rebooted host's /
 the same folder, a new Ray head), then ``restart_workers`` (on each worker what an operator
 does once the head is back: ``ray stop``, ``ray start``).
 
+A part of a host fails alone (benchmarks/chaos_run.py): ``kill_ray`` (a host's raylet and ``ray
+start`` killed, the host up) and ``restart_ray`` (the operator's ``ray stop``, ``ray start``);
+``kill_tracking_server`` and ``kill_database`` (the head's server or PostgreSQL killed) and
+``start_stack`` (the operator's ``python -m mtc.stack start``, which brings back the part that is
+down). ``strays`` lists the processes of the hosts that none of these parts owns.
+
 ``close`` removes everything, also after a failure: the server and PostgreSQL stopped by
 mtc.stack, then every process of each namespace killed (``ip netns pids``), the namespaces
 deleted (their veths and bridges with them) and the cluster's folders removed.
@@ -157,6 +163,30 @@ def kill_everything_in(netns: str, seconds: float = 20.0, spare: int | None = No
             raise RuntimeError(f"processes {unreaped} of namespace {netns} were killed but not reaped")
         time.sleep(0.1)
     return len(killed)
+
+
+def command_of(pid: int) -> list[str]:
+    """The command line of ``pid`` (empty if it is gone or a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def folder_of(pid: int) -> str | None:
+    """The working folder of ``pid`` (PostgreSQL's processes work in its data folder), or None."""
+    with contextlib.suppress(OSError):
+        return os.readlink(f"/proc/{pid}/cwd")
+    return None
+
+
+def wait_until(condition, what: str, seconds: float = 30.0) -> None:
+    """Until ``condition()`` holds; TimeoutError naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not {what} after {seconds} s")
+        time.sleep(0.1)
 
 
 def left_by_a_dead_process(name: str) -> bool:
@@ -412,13 +442,95 @@ class NetnsCluster:
         itself, gcs_rpc_server_reconnect_timeout_s, 60 s by default)."""
         codes = []
         for worker in self.workers:
-            codes.append(None if worker.ray_node is None else worker.ray_node.poll())
-            kill_everything_in(worker.netns)
-            if worker.ray_node is not None:
-                worker.ray_node.wait(timeout=10)
+            codes.append(self.stop_ray(worker))
             self.start_node(worker)
         self.wait_for_nodes(len(self.hosts))
         return codes
+
+    def stop_ray(self, host: Host) -> int | None:
+        """``ray stop`` on ``host``: every process of it ended; returns its Ray node's exit code
+        when it was stopped (None: it still ran)."""
+        code = None if host.ray_node is None else host.ray_node.poll()
+        kill_everything_in(host.netns)
+        if host.ray_node is not None:
+            host.ray_node.wait(timeout=10)
+            host.ray_node = None
+        return code
+
+    # one part fails, the host up
+    def kill_ray(self, host: Host) -> list[int]:
+        """``host``'s Ray crashes: SIGKILL to its raylet and its ``ray start``; returns their pids.
+        Its other Ray processes (agents, workers) are left as such a crash leaves them."""
+        raylets = [pid for pid in netns_pids(host.netns) if Path((command_of(pid) or [""])[0]).name == "raylet"]
+        pids = [*raylets, *([host.ray_node.pid] if host.ray_node is not None else [])]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return pids
+
+    def restart_ray(self, host: Host) -> None:
+        """What an operator does on a host whose Ray is down: ``ray stop``, ``ray start``, until
+        every node has joined."""
+        self.stop_ray(host)
+        self.start_node(host)
+        self.wait_for_nodes(len(self.hosts))
+
+    def kill_tracking_server(self) -> int:
+        """SIGKILL to the tracking server's process group (its pid from mtc.stack's stack.json);
+        returns that pid once none of the group is left."""
+        from mtc.stack import server
+
+        pid = server.load_state(Path(self.stack.dir)).server_pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        wait_until(lambda: not any(process_group(p) == pid for p in netns_pids(self.head.netns)),
+                   f"the tracking server's process group {pid} gone")
+        server.reap(pid)  # a server this process started
+        return pid
+
+    def kill_database(self) -> int:
+        """SIGKILL to PostgreSQL's postmaster (its lock file stays); returns its pid once it and
+        its children are gone."""
+        from mtc.stack import server
+
+        data = str((Path(self.stack.dir) / "pgdata").resolve())
+        pid = server.running_database(Path(self.stack.dir)).pid
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: reaped(pid) and not any(folder_of(p) == data for p in netns_pids(self.head.netns)),
+                   f"PostgreSQL {pid} gone with its children")
+        return pid
+
+    def start_stack(self) -> None:
+        """``python -m mtc.stack start --dir D`` on the head, as an operator brings back the part
+        of the stack that is down (the other is left as it runs)."""
+        from mtc.stack import server
+
+        folder = Path(self.stack.dir)
+        done = subprocess.run(in_netns(self.head, sys.executable, "-m", "mtc.stack", "start", "--dir", str(folder)),
+                              env=self.env, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"python -m mtc.stack start failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+        self.stack = server.load_state(folder)
+
+    def strays(self) -> list[str]:
+        """The processes of the hosts that no part of the cluster owns (a host's Ray node: its
+        ``ray start``'s process group; the tracking server's process group; PostgreSQL: its
+        postmaster and the processes working in its data folder), as '<role> <pid> <command>'."""
+        from mtc.stack import server
+
+        owners = {host.ray_node.pid for host in self.hosts if host.ray_node is not None}
+        data, database = None, None
+        if self.stack is not None:
+            owners.add(server.load_state(Path(self.stack.dir)).server_pid)
+            data = str((Path(self.stack.dir) / "pgdata").resolve())
+            database = server.running_database(Path(self.stack.dir))
+        found = []
+        for host in self.hosts:
+            for pid in netns_pids(host.netns):
+                if process_group(pid) in owners or (database and pid == database.pid) or folder_of(pid) == data:
+                    continue
+                found.append(f"{host.role} {pid} {' '.join(command_of(pid))[:200]}")
+        return found
 
     # clean-up
     def close(self) -> None:
