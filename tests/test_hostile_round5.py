@@ -29,6 +29,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import sqlalchemy as sa
+from test_orphans import folder, start  # noqa: F401 (folder: the fixture)
+from test_orphans import describe, driver_env, left_behind, stand_in_holder, sweep_args
 from test_run_writer import post, record, server_store, servers  # noqa: F401 (servers: the fixture)
 
 from mtc.data.__main__ import main as data_main
@@ -359,3 +361,64 @@ def test_a_leaderboard_run_stopped_while_its_files_are_logged_is_closed_killed(t
         log_leaderboard(client, experiment, "study", ["slow"], [tmp_path / "leaderboard.md"])
     [run] = tracking.find_runs(client, experiment)
     assert (run.info.run_name, run.info.status) == ("leaderboard", "KILLED")
+
+
+# --- the workers of a SIGKILLed driver ----------------------------------------------------------
+
+
+def starting_workers(folder: Path) -> list[int]:
+    """The Ray workers of the sessions in ``folder`` (TMPDIR) not yet connected: Ray's setup
+    before the worker proper, or the worker before it takes its ``ray::`` title."""
+    found = []
+    for pid in left_behind(folder, wait=0):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        # not the raylet, whose arguments hold the workers' command
+        if (b"setup_worker.py" in command or b"default_worker.py" in command) \
+                and not command.split(b"\0")[0].endswith(b"/raylet"):
+            found.append(pid)
+    return found
+
+
+def ray_workers(folder: Path) -> list[int]:
+    """Those and the connected ones (``ray::IDLE``, ``ray::ImplicitFunc.train``, ...); not Ray's
+    agents, which the next sweep ends (tests/test_orphans.py)."""
+    titled = []
+    for pid in left_behind(folder, wait=0):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if command.startswith(b"ray::") and not command.startswith((b"ray::DashboardAgent", b"ray::RuntimeEnvAgent")):
+            titled.append(pid)
+    return sorted({*starting_workers(folder), *titled})
+
+
+@pytest.mark.slow
+def test_the_workers_a_killed_driver_was_starting_die_with_it(folder):  # noqa: F811
+    """SIGKILL to the driver alone (the OOM killer) while its Ray starts a worker: the GCS and
+    the raylet die with the driver, and so do the workers. A worker caught in Ray's setup lived
+    10-25 s more (ray._private.node.Node retrying the GCS that is gone); within 6 s here."""
+    driver = start(folder, sweep_args(folder), driver_env(folder))
+    stand_in = None
+    try:
+        deadline = time.monotonic() + 240
+        while not starting_workers(folder):
+            assert driver.poll() is None and time.monotonic() < deadline, driver.stderr.read()[-3000:]
+            time.sleep(0.02)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=60)
+        killed = time.monotonic()
+        # no sweep of a test beside this one ends them first (remove_dead_drivers_ray_folders)
+        stand_in = stand_in_holder(next(folder.glob(f"mtc-ray-{driver.pid}-*.lock")))
+        while ray_workers(folder) and time.monotonic() < killed + 6:
+            time.sleep(0.1)
+        left = ray_workers(folder)
+        assert not left, describe(left)
+    finally:
+        if stand_in is not None:
+            os.close(stand_in)
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)

@@ -24,6 +24,7 @@ import errno
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -523,8 +524,11 @@ def local_resources(run: Settings, worker_env: dict) -> tuple:
 
 
 # Ray's raylet starts a worker per CPU when the driver connects, without the job's runtime
-# environment: no trial can use them (they end idle while the trials' workers start), and a
-# driver killed meanwhile left them for 10-25 s (their GCS client retrying the GCS that is gone)
+# environment (Ray's own start, not DIES_WITH_ITS_RAYLET): no trial can use them (they end idle
+# while the trials' workers start), and a driver killed meanwhile left them for 10-25 s.
+# ray.init gets a copy: Ray writes into the dict it is given (Node.validate_external_storage adds
+# object_spilling_config, naming the session's folder), and a later ray.init given the same dict
+# spilled into the earlier session's folder, recreating it after its removal (ray_temp_folder)
 LOCAL_RAY_SETTINGS = {"prestart_worker_first_driver": False}
 
 
@@ -546,8 +550,8 @@ def start_local_ray(run: Settings, worker_env: dict, stack: contextlib.ExitStack
         with ray_processes_in_a_group_of_their_own():
             ray.init(address="local", num_cpus=run.ray.num_cpus, object_store_memory=run.ray.object_store_memory,
                      include_dashboard=False, log_to_driver=True,
-                     runtime_env=worker_runtime_env(worker_env), _temp_dir=temp_dir,
-                     _system_config=LOCAL_RAY_SETTINGS)
+                     runtime_env=worker_runtime_env(worker_env, local=True), _temp_dir=temp_dir,
+                     _system_config=dict(LOCAL_RAY_SETTINGS))
     finally:
         os.environ.pop(RAY_MARK, None)
     moment("ray-started")
@@ -628,11 +632,38 @@ def ray_session(run: Settings, worker_env: dict, keep: bool = False):
         stack.close()
 
 
-def worker_runtime_env(worker_env: dict) -> dict:
+# How a local session's worker starts (its py_executable, which Ray's setup_worker.py runs as
+# ``exec <py_executable> default_worker.py <args>`` in the process the raylet forked): it dies
+# with the raylet (the parent-death signal, kept across exec), and a raylet already gone (the
+# worker was reparented while Ray's setup imported) ends it at once; then default_worker.py runs
+# as ``python default_worker.py`` would run it.
+DIES_WITH_ITS_RAYLET = """\
+import ctypes, os, runpy, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, ctypes.c_ulong(9))  # PR_SET_PDEATHSIG, SIGKILL
+with open(f"/proc/{os.getppid()}/comm") as parent:
+    if parent.read().strip() != "raylet":
+        os._exit(1)
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(sys.argv[0])
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def worker_runtime_env(worker_env: dict, local: bool = False) -> dict:
     """The Ray workers' environment: the driver's variables, and the hook that lets a worker
-    stopped by SIGTERM exit without a stray traceback (mtc.sweep.stopping)."""
-    return {"env_vars": worker_env,
-            "worker_process_setup_hook": "mtc.sweep.stopping.workers_exit_quietly_on_sigterm"}
+    stopped by SIGTERM exit without a stray traceback (mtc.sweep.stopping).
+
+    A ``local`` session's workers (Linux) die with their raylet (DIES_WITH_ITS_RAYLET), which
+    dies with the driver: a driver killed (SIGKILL) while workers started left them for 10-25 s
+    (their GcsClient waits twice 5 s for the GCS that is gone, ray._private.node.Node, before
+    the core worker that would notice the raylet's death exists); a running worker's own check
+    of its raylet took 1-2 s. A joined cluster's workers keep Ray's own start (the driver's Python
+    path need not exist on its nodes; their raylet outlives the driver)."""
+    env = {"env_vars": worker_env,
+           "worker_process_setup_hook": "mtc.sweep.stopping.workers_exit_quietly_on_sigterm"}
+    if local and sys.platform == "linux":
+        env["py_executable"] = shlex.join([sys.executable, "-c", DIES_WITH_ITS_RAYLET])
+    return env
 
 
 def join_error(address: str, error: Exception) -> str:
