@@ -30,7 +30,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 from test_orphans import folder, start  # noqa: F401 (folder: the fixture)
-from test_orphans import describe, driver_env, left_behind, stand_in_holder, sweep_args
+from test_orphans import PLUGIN, STUDY, describe, driver_env, left_behind, stand_in_holder, sweep_args
 from test_run_writer import post, record, server_store, servers  # noqa: F401 (servers: the fixture)
 
 from mtc.data.__main__ import main as data_main
@@ -215,19 +215,9 @@ def test_the_data_root_on_a_file_says_it_is_a_file(tmp_path, monkeypatch, capsys
 
 # --- a leaderboard stopped and resumed, two at once ---------------------------------------------
 
-PLUGIN = Path(__file__).parent / "plugin"
 SEARCH_PATH = f"hydra.searchpath=[file://{PLUGIN / 'conf'}]"
-# the smallest leaderboard: one paper sweep (k-means, 2 trials) and the added method slow (the
-# toy solver, 2 s a fit: 2 grid points x 2 seeds), one Tuner on one CPU
-BOARD_STUDY = """sweeps:
-  - methods: [kmeans]
-    data: [synthetic]
-    overrides: ["++method.grid.max_iter=[100]", "sweep.repeats=2", "data.params.n_tasks=2",
-                "data.params.samples_per_cluster=10"]
-compare:
-  - out: compare_one
-    benchmarks: [synthetic]
-"""
+# the smallest leaderboard: test_orphans' study of one paper sweep (k-means, 2 trials) and the
+# added method slow (the toy solver, 2 s a fit: 2 grid points x 2 seeds), one Tuner on one CPU
 BOARD = "leaderboard_study_slow"
 TRIALS = ["max_iter=100 s0", "max_iter=100 s1", "shift=0 s0", "shift=0 s1", "shift=1 s0", "shift=1 s1"]
 
@@ -239,7 +229,7 @@ def board_overrides(folder: Path) -> list[str]:
 
 def start_board(folder: Path) -> subprocess.Popen:
     """``python -m mtc.reproduce study.yaml --with slow`` writing into ``folder``."""
-    (folder / "study.yaml").write_text(BOARD_STUDY)
+    (folder / "study.yaml").write_text(STUDY)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.Popen([sys.executable, "-m", "mtc.reproduce", str(folder / "study.yaml"), "--with", "slow",
                              *board_overrides(folder), "--compare-root", str(folder)], cwd=folder, env=env,
